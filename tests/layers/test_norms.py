@@ -1,0 +1,64 @@
+"""Norms against their formulas (NCCU slides 57-63)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_jax.config import ModelConfig
+from transformer_jax.layers import norms
+
+X = np.random.default_rng(0).normal(2.0, 3.0, size=(4, 5, 8)).astype(np.float32)
+
+
+def apply(module, x=X, **kwargs):
+    variables = module.init(jax.random.PRNGKey(0), x)
+    return module.apply(variables, x, **kwargs)
+
+
+@pytest.mark.parametrize("use_jit", [False, True])
+def test_layernorm(use_jit):
+    module = norms.LayerNorm(1e-6)
+    variables = module.init(jax.random.PRNGKey(0), X)
+    fn = jax.jit(module.apply) if use_jit else module.apply
+    mean, var = X.mean(-1, keepdims=True), X.var(-1, keepdims=True)
+    np.testing.assert_allclose(
+        fn(variables, X), (X - mean) / np.sqrt(var + 1e-6), rtol=1e-4, atol=1e-5
+    )
+
+
+def test_rmsnorm():
+    expected = X / np.sqrt((X**2).mean(-1, keepdims=True) + 1e-6)
+    np.testing.assert_allclose(apply(norms.RMSNorm(1e-6)), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_dyt_formula_and_alpha_init():
+    module = norms.DyT(alpha_init=0.7)
+    variables = module.init(jax.random.PRNGKey(0), X)
+    assert float(variables["params"]["alpha"]) == pytest.approx(0.7)
+    params = jax.tree.map(lambda p: p, variables)
+    params["params"]["scale"] = jnp.full((8,), 2.0)
+    params["params"]["bias"] = jnp.full((8,), 0.5)
+    np.testing.assert_allclose(module.apply(params, X), 2.0 * np.tanh(0.7 * X) + 0.5, rtol=1e-5)
+
+
+def test_batchnorm_train_uses_batch_stats_and_eval_uses_running_averages():
+    module = norms.BatchNorm(epsilon=1e-5, momentum=0.9)
+    variables = module.init(jax.random.PRNGKey(0), X)
+    out, updates = module.apply(variables, X, train=True, mutable=["batch_stats"])
+    mean, var = X.mean((0, 1)), X.var((0, 1))
+    np.testing.assert_allclose(out, (X - mean) / np.sqrt(var + 1e-5), rtol=1e-4, atol=1e-4)
+    stats = jax.tree.map(np.asarray, updates["batch_stats"]["norm"])
+    np.testing.assert_allclose(stats["mean"], 0.1 * mean, rtol=1e-5)
+    np.testing.assert_allclose(stats["var"], 0.9 + 0.1 * var, rtol=1e-5)
+    evaluated = module.apply({**variables, **updates}, X, train=False)
+    expected = (X - stats["mean"]) / np.sqrt(stats["var"] + 1e-5)
+    np.testing.assert_allclose(evaluated, expected, rtol=1e-4, atol=1e-4)
+    assert not np.allclose(evaluated, out, atol=1e-2)
+
+
+def test_registry_covers_every_norm():
+    for name in ("layernorm", "rmsnorm", "dyt", "batchnorm", "none"):
+        module = norms.make_norm(ModelConfig(norm=name))
+        assert apply(module).shape == X.shape
+    np.testing.assert_array_equal(apply(norms.make_norm(ModelConfig(norm="none"))), X)

@@ -1,0 +1,75 @@
+"""Positional encodings against their formulas and their defining properties."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_jax.config import ModelConfig
+from transformer_jax.layers import positional
+
+
+def test_sinusoidal_table_matches_formula_exactly():
+    table = positional.sinusoidal_table(50, 16)
+    for pos in (0, 1, 7, 49):
+        for i in range(8):
+            angle = pos / 10000 ** (2 * i / 16)
+            assert table[pos, 2 * i] == np.float32(np.sin(angle))
+            assert table[pos, 2 * i + 1] == np.float32(np.cos(angle))
+    assert np.abs(table).max() <= 1.0
+
+
+@pytest.mark.parametrize("use_jit", [False, True])
+def test_rotary_dot_product_depends_only_on_offset(use_jit):
+    rng = np.random.default_rng(0)
+    q = jnp.asarray(rng.normal(size=(1, 1, 1, 16)), jnp.float32)
+    k = jnp.asarray(rng.normal(size=(1, 1, 1, 16)), jnp.float32)
+    rotate = jax.jit(positional.apply_rotary) if use_jit else positional.apply_rotary
+
+    def score(m, n):
+        qm = rotate(q, jnp.array([[m]]))
+        kn = rotate(k, jnp.array([[n]]))
+        return float(jnp.sum(qm * kn))
+
+    for offset in (0, 3, -5):
+        scores = [score(m, m - offset) for m in (5, 11, 40)]
+        np.testing.assert_allclose(scores, scores[0], rtol=1e-4, atol=1e-4)
+    assert abs(score(5, 2) - score(5, 4)) > 1e-3
+
+
+def test_rotary_preserves_norm_and_is_identity_at_zero():
+    x = jax.random.normal(jax.random.PRNGKey(0), (2, 3, 4, 8))
+    np.testing.assert_allclose(
+        positional.apply_rotary(x, jnp.zeros((2, 3), jnp.int32)), x, rtol=1e-6
+    )
+    rotated = positional.apply_rotary(x, jnp.arange(3)[None].repeat(2, 0) * 7)
+    np.testing.assert_allclose(
+        jnp.linalg.norm(rotated, axis=-1), jnp.linalg.norm(x, axis=-1), rtol=1e-5
+    )
+
+
+def test_alibi_slopes_and_bias():
+    np.testing.assert_allclose(positional.alibi_slopes(8), [2 ** -(k + 1) for k in range(8)])
+    assert len(positional.alibi_slopes(6)) == 6
+    pos = jnp.arange(4)[None]
+    bias = positional.alibi_bias(pos, pos, 2, causal=True)[0]
+    np.testing.assert_allclose(bias[0, 3, 1], -(2**-4) * 2)
+    bidirectional = positional.alibi_bias(pos, pos, 2, causal=False)[0]
+    np.testing.assert_allclose(bidirectional[1, 1, 3], -(2**-8) * 2)
+
+
+def test_additive_encodings():
+    cfg = ModelConfig(d_model=8, num_heads=2, max_len=10)
+    x = jnp.zeros((1, 4, 8))
+    pos = jnp.arange(4)[None]
+    sin = positional.AddPositional(cfg.replace(positional="sinusoidal")).apply({}, x, pos)
+    np.testing.assert_allclose(sin[0], positional.sinusoidal_table(10, 8)[:4])
+    index = positional.AddPositional(cfg.replace(positional="index")).apply({}, x, pos)
+    np.testing.assert_allclose(index[0, :, 3], [1, 2, 3, 4])
+    for kind in ("rotary", "alibi", "none"):
+        module = positional.AddPositional(cfg.replace(positional=kind))
+        np.testing.assert_array_equal(module.apply({}, x, pos), x)
+    learned = positional.AddPositional(cfg.replace(positional="learned"))
+    params = learned.init(jax.random.PRNGKey(0), x, pos)
+    table = params["params"]["table"]["embedding"]
+    np.testing.assert_allclose(learned.apply(params, x, pos)[0], table[:4])

@@ -1,0 +1,142 @@
+"""Checkpoint round-trips are exact; keep-last-K, resume and crash safety hold."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_jax.train.checkpoint import Checkpointer
+from transformer_jax.train.optimizer import make_optimizer
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _state(seed: int):
+    key = jax.random.PRNGKey(seed)
+    params = {
+        "dense": {"kernel": jax.random.normal(key, (3, 4)), "bias": jnp.arange(4.0) + seed},
+        "embed": jax.random.normal(jax.random.fold_in(key, 1), (5, 2), jnp.bfloat16),
+    }
+    # The real optimizer state: inject_hyperparams state with clip + adamw inside.
+    train_config = {
+        "optimizer": "adamw",
+        "schedule": "rsqrt",
+        "learning_rate": 1.0,
+        "steps": 10,
+        "warmup_steps": 2,
+        "weight_decay": 0.1,
+        "grad_clip_norm": 1.0,
+    }
+    tx = make_optimizer(train_config, d_model=8)
+    opt_state = tx.init(params)
+    grads = jax.tree.map(jnp.ones_like, params)
+    _, opt_state = tx.update(grads, opt_state, params)
+    return {
+        "params": params,
+        "opt_state": opt_state,
+        "step": jnp.asarray(seed, jnp.int32),
+        "rng": jax.random.fold_in(key, 2),  # raw uint32[2] key
+        "typed_rng": jax.random.key(seed),  # typed key array
+    }
+
+
+def _to_numpy(tree):
+    def leaf(x):
+        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return ("key", np.asarray(jax.random.key_data(x)))
+        return np.asarray(x)
+
+    return jax.tree.map(leaf, tree)
+
+
+def _assert_identical(actual, expected):
+    assert jax.tree.structure(actual) == jax.tree.structure(expected)
+    for a, e in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
+        assert a.dtype == e.dtype and a.shape == e.shape
+    for a, e in zip(
+        jax.tree.leaves(_to_numpy(actual)), jax.tree.leaves(_to_numpy(expected)), strict=True
+    ):
+        np.testing.assert_array_equal(a, e)
+
+
+def test_round_trip_is_exact_and_restores_data_state(tmp_path):
+    state = _state(3)
+    data_state = {"next_index": 17, "epoch": 2, "name": "copy"}
+    with Checkpointer(tmp_path, every=1, keep=3) as ckpt:
+        assert ckpt.restore(jax.eval_shape(lambda: state)) is None
+        assert ckpt.save(5, state, data_state)
+    with Checkpointer(tmp_path, every=1, keep=3) as ckpt:
+        assert ckpt.latest_step() == 5
+        restored, restored_data = ckpt.restore(jax.eval_shape(lambda: _state(0)))
+    _assert_identical(restored, state)
+    assert restored_data == data_state
+
+
+def test_bytes_and_none_data_states(tmp_path):
+    state = {"w": jnp.ones(2)}
+    blob = b'{"pos": 3}\x00\xff'
+    with Checkpointer(tmp_path, every=1, keep=5) as ckpt:
+        ckpt.save(1, state, blob)
+        ckpt.save(2, state, None)
+        abstract = jax.eval_shape(lambda: state)
+        assert ckpt.restore(abstract, step=1)[1] == blob
+        assert ckpt.restore(abstract, step=2)[1] is None
+
+
+def test_every_and_keep_last_k_then_resume_latest(tmp_path):
+    abstract = jax.eval_shape(lambda: _state(0))
+    with Checkpointer(tmp_path, every=2, keep=2) as ckpt:
+        saved = [step for step in range(1, 11) if ckpt.save(step, _state(step), {"pos": step})]
+        assert saved == [2, 4, 6, 8, 10]
+        assert ckpt.save(11, _state(11), {"pos": 11}, force=True)  # e.g. the final step
+        ckpt.wait_until_finished()
+        assert ckpt.all_steps() == [10, 11]
+        # A forced save of a step that already exists is a no-op, not an error.
+        assert not ckpt.save(11, _state(11), {"pos": 11}, force=True)
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["10", "11"]
+    with Checkpointer(tmp_path, every=2, keep=2) as ckpt:
+        state, data_state = ckpt.restore(abstract)
+        older, _ = ckpt.restore(abstract, step=10)
+    _assert_identical(state, _state(11))
+    _assert_identical(older, _state(10))
+    assert data_state == {"pos": 11}
+
+
+@pytest.mark.parametrize(("every", "keep"), [(0, 1), (1, 0), (-2, 3)])
+def test_bad_arguments_raise(tmp_path, every, keep):
+    with pytest.raises(ValueError, match="every|keep"):
+        Checkpointer(tmp_path, every=every, keep=keep)
+
+
+def test_process_killed_mid_save_keeps_previous_checkpoint(tmp_path):
+    """os._exit right after an async save starts: step 2 is half-written, step 1 intact."""
+    script = textwrap.dedent(
+        """
+        import os, sys
+        import jax.numpy as jnp
+        from transformer_jax.train.checkpoint import Checkpointer
+        ckpt = Checkpointer(sys.argv[1], every=1, keep=5)
+        ckpt.save(1, {"w": jnp.ones((256, 256))}, {"pos": 1})
+        ckpt.wait_until_finished()
+        ckpt.save(2, {"w": jnp.full((4096, 1024), 2.0)}, {"pos": 2})
+        os._exit(0)  # dies like a SIGKILL: no wait_until_finished, no cleanup
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": REPO_ROOT, "JAX_PLATFORMS": "cpu"}
+    subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, check=True)
+    leftovers = os.listdir(tmp_path / "checkpoints")
+    assert "1" in leftovers and "2" not in leftovers, leftovers
+    abstract = {"w": jax.ShapeDtypeStruct((256, 256), jnp.float32)}
+    with Checkpointer(tmp_path, every=1, keep=5) as ckpt:
+        assert ckpt.latest_step() == 1
+        state, data_state = ckpt.restore(abstract)
+        np.testing.assert_array_equal(state["w"], np.ones((256, 256)))
+        assert data_state == {"pos": 1}
+        # The run can carry on and save step 2 again.
+        assert ckpt.save(2, {"w": jnp.zeros((2,))}, {"pos": 2})
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["1", "2"]

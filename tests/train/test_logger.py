@@ -1,0 +1,148 @@
+"""metrics.jsonl contents, resume truncation, TensorBoard events and the console line."""
+
+import glob
+import io
+import json
+import os
+import struct
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from tensorboardX.proto import event_pb2
+
+from transformer_jax.train.logger import METRICS_FILE, MetricsLogger, write_json
+
+
+def _read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def _without_time(records):
+    return [{k: v for k, v in r.items() if k != "time"} for r in records]
+
+
+def _read_events(workdir):
+    """All events from the TFRecord event files (no tensorboard install needed)."""
+    events = []
+    for path in sorted(glob.glob(os.path.join(workdir, "events.out.tfevents.*"))):
+        with open(path, "rb") as f:
+            data = f.read()
+        offset = 0
+        while offset < len(data):
+            (length,) = struct.unpack("<Q", data[offset : offset + 8])
+            events.append(event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length]))
+            offset += 12 + length + 4  # length, its crc, payload, payload crc
+    return events
+
+
+def _read_scalars(workdir):
+    """{(tag, step): value} over all event files."""
+    return {
+        (value.tag, event.step): value.simple_value
+        for event in _read_events(workdir)
+        for value in event.summary.value
+    }
+
+
+def _log_run(workdir, steps, stream=None):
+    with MetricsLogger(workdir, total_steps=30, stream=stream or io.StringIO()) as logger:
+        for step in steps:
+            logger.write(step, "train", {"loss": np.float32(1.0 / step), "grad_norm": jnp.ones(())})
+            if step % 20 == 0:
+                logger.write(step, "test", {"loss": 0.5, "seq_accuracy": jnp.float32(0.25)})
+
+
+def test_jsonl_records_are_plain_floats_with_time(tmp_path):
+    _log_run(tmp_path, [10, 20])
+    records = _read_jsonl(tmp_path / METRICS_FILE)
+    assert _without_time(records) == [
+        {"step": 10, "split": "train", "loss": pytest.approx(0.1), "grad_norm": 1.0},
+        {"step": 20, "split": "train", "loss": pytest.approx(0.05), "grad_norm": 1.0},
+        {"step": 20, "split": "test", "loss": 0.5, "seq_accuracy": 0.25},
+    ]
+    times = [r["time"] for r in records]
+    assert times == sorted(times) and times[0] >= 0
+
+
+def test_resume_truncation_matches_uninterrupted_run(tmp_path):
+    uninterrupted, crashed = tmp_path / "a", tmp_path / "b"
+    _log_run(uninterrupted, [10, 20, 30])
+    _log_run(crashed, [10, 20, 30])  # crashed after step 30, last checkpoint at step 20
+    with open(crashed / METRICS_FILE, "a") as f:
+        f.write('{"step": 40, "split": "tr')  # a line cut short by the crash
+    with MetricsLogger(crashed, total_steps=30, stream=io.StringIO()) as logger:
+        assert logger.truncate_after(20) == 2
+        logger.write(30, "train", {"loss": np.float32(1.0 / 30), "grad_norm": 1.0})
+    resumed = _read_jsonl(crashed / METRICS_FILE)
+    assert _without_time(resumed) == _without_time(_read_jsonl(uninterrupted / METRICS_FILE))
+    assert resumed[-1]["time"] >= resumed[-2]["time"]  # time continues, not from 0
+    # TensorBoard is told to hide the crashed run's events from step 21 on.
+    purges = [
+        e.step
+        for e in _read_events(str(crashed))
+        if e.session_log.status == event_pb2.SessionLog.START
+    ]
+    assert purges == [21]
+    assert _read_scalars(str(crashed))[("train/loss", 30)] == pytest.approx(1 / 30)
+
+
+def test_tensorboard_scalars_are_written(tmp_path):
+    _log_run(tmp_path, [10, 20])
+    scalars = _read_scalars(str(tmp_path))
+    assert scalars[("train/loss", 10)] == pytest.approx(0.1)
+    assert scalars[("train/grad_norm", 20)] == 1.0
+    assert scalars[("test/seq_accuracy", 20)] == 0.25
+
+
+def test_plain_console_lines_are_periodic(tmp_path):
+    stream = io.StringIO()
+    with MetricsLogger(tmp_path, total_steps=30, stream=stream, console_every_s=3600) as logger:
+        for step in (10, 20, 30):
+            logger.write(step, "train", {"loss": 2.0})
+        logger.write(30, "test", {"loss": 1.5, "attention_entropy/layer_0": 0.1})
+    lines = stream.getvalue().splitlines()
+    assert "\r" not in stream.getvalue()
+    assert lines[0].startswith("step 10/30 (33%)") and "loss 2.0000" in lines[0]
+    assert lines[1].startswith("step 30/30 (100%)") and "steps/s" in lines[1]
+    assert "ETA 0:00:00" in lines[1]
+    assert lines[2] == "step 30 test: loss=1.5"  # per-layer diagnostics stay off the console
+    assert len(lines) == 3
+
+
+class _FakeTTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_tty_console_redraws_in_place(tmp_path):
+    stream = _FakeTTY()
+    with MetricsLogger(tmp_path, total_steps=30, stream=stream) as logger:
+        for step in (10, 20):
+            logger.write(step, "train", {"loss": 2.0})
+        logger.write(20, "test", {"loss": 1.5})
+    text = stream.getvalue()
+    assert text.count("\r") == 2 and "ETA" in text
+    assert text.endswith("\nstep 20 test: loss=1.5\n")
+
+
+@pytest.mark.parametrize(
+    ("metrics", "message"),
+    [({"step": 1.0}, "reserved"), ({"loss": np.ones(3)}, "'loss'.*scalar"), ({"x": "a"}, "'x'")],
+)
+def test_bad_metrics_raise(tmp_path, metrics, message):
+    with (
+        MetricsLogger(tmp_path, total_steps=1, stream=io.StringIO()) as logger,
+        pytest.raises(ValueError, match=message),
+    ):
+        logger.write(1, "train", metrics)
+
+
+def test_write_json_is_atomic_and_converts_numpy(tmp_path):
+    path = tmp_path / "summary.json"
+    write_json(path, {"status": "finished", "loss": np.float32(0.5), "n": jnp.int32(3)})
+    write_json(path, {"status": "finished", "step": np.int64(7)})
+    with open(path) as f:
+        assert json.load(f) == {"status": "finished", "step": 7}
+    assert os.listdir(tmp_path) == ["summary.json"]  # no tmp files left behind

@@ -1,0 +1,174 @@
+"""The typed model configuration: built once from `config.model`, validated before anything runs.
+
+Layers never see the ml_collections ConfigDict; they receive this frozen dataclass. Every switch
+that an ablation can turn is a field here, and `__post_init__` rejects bad values with a message
+that names the field, the value and what would be valid.
+"""
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+# The valid names of every switch; the layers' registries are keyed by the same strings.
+FAMILIES = ("encoder_decoder", "decoder_only", "encoder_classifier")
+ATTENTION_SCALES = ("sqrt_dk", "none", "constant", "learned")
+ATTENTION_IMPLS = ("einsum", "jax")
+POSITIONALS = ("sinusoidal", "learned", "rotary", "alibi", "none", "index")
+NORMS = ("layernorm", "rmsnorm", "dyt", "batchnorm", "none")
+NORM_POSITIONS = ("post", "pre")
+ACTIVATIONS = ("relu", "gelu", "swiglu")
+POOLINGS = ("cls", "mean")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Every architectural switch of the models in `transformer_jax.models`.
+
+    Defaults follow the base Transformer of Vaswani et al. (2017) in its choices (post-norm
+    LayerNorm, ReLU, sinusoidal positions, 1/sqrt(d_k), scaled and tied embeddings), at a size
+    that trains on a laptop CPU.
+    """
+
+    family: str = "encoder_decoder"
+    vocab_size: int = 32  # Token ids, including PAD=0, BOS=1, EOS=2.
+    num_classes: int = 0  # encoder_classifier only: size of the label set.
+
+    d_model: int = 128
+    num_heads: int = 4
+    num_kv_heads: int = 0  # 0: as many as num_heads. Fewer: grouped-query (1: multi-query).
+    d_ff: int = 512
+    num_encoder_layers: int = 2
+    num_decoder_layers: int = 2
+    max_len: int = 256  # Longest sequence; sizes the learned position table.
+
+    dropout_rate: float = 0.1  # Embeddings and residual branches (the paper's P_drop).
+    attention_dropout_rate: float = 0.0  # On attention weights.
+
+    # Attention: logits = q.k * scale (Vaswani §3.2.1; NCCU slides 31-33).
+    attention_scale: str = "sqrt_dk"  # sqrt_dk: 1/sqrt(d_k); none: 1; constant: 1/tau;
+    # learned: 1/tau_h with a learned tau per head, initialised to sqrt(d_k).
+    attention_temperature: float = math.sqrt(9487)  # tau for `constant` (NCCU slide 33).
+    attention_impl: str = "jax"  # jax: jax.nn.dot_product_attention; einsum: the reference.
+    sliding_window: int = 0  # 0: full attention; w >= 1: Longformer-style local window.
+    num_global_tokens: int = 0  # Leading positions that attend and are attended everywhere.
+
+    positional: str = "sinusoidal"
+    rotary_base: float = 10000.0
+
+    norm: str = "layernorm"
+    norm_position: str = "post"  # post: Norm(x + F(x)) (the paper); pre: x + F(Norm(x)).
+    norm_epsilon: float = 1e-6
+    dyt_alpha_init: float = 0.5  # DyT's scalar alpha at initialisation (Zhu et al. 2025).
+    residual: bool = True  # False removes every residual connection (NCCU ablation).
+
+    activation: str = "relu"
+    scale_embeddings: bool = True  # Multiply token embeddings by sqrt(d_model) (paper §3.4).
+    tie_output_embeddings: bool = True  # Output projection = transposed token embedding.
+    share_source_target_embeddings: bool = True  # One table for encoder and decoder tokens.
+    pooling: str = "cls"  # encoder_classifier: a prepended class token, or the mean.
+
+    dtype: str = "float32"  # Compute dtype; parameters, softmax, logits and loss stay float32.
+
+    def __post_init__(self):
+        _check_choice("family", self.family, FAMILIES)
+        _check_choice("attention_scale", self.attention_scale, ATTENTION_SCALES)
+        _check_choice("attention_impl", self.attention_impl, ATTENTION_IMPLS)
+        _check_choice("positional", self.positional, POSITIONALS)
+        _check_choice("norm", self.norm, NORMS)
+        _check_choice("norm_position", self.norm_position, NORM_POSITIONS)
+        _check_choice("activation", self.activation, ACTIVATIONS)
+        _check_choice("pooling", self.pooling, POOLINGS)
+        _check_choice("dtype", self.dtype, DTYPES)
+        for name in ("vocab_size", "d_model", "num_heads", "d_ff", "max_len"):
+            _check_positive(name, getattr(self, name))
+        for name in ("num_encoder_layers", "num_decoder_layers", "num_kv_heads", "sliding_window"):
+            _check_non_negative(name, getattr(self, name))
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"model.d_model={self.d_model} must be divisible by model.num_heads="
+                f"{self.num_heads}; valid num_heads: {_divisors(self.d_model)}"
+            )
+        if self.num_kv_heads and self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"model.num_kv_heads={self.num_kv_heads} must divide model.num_heads="
+                f"{self.num_heads}; valid: 0 (same as num_heads) or one of "
+                f"{_divisors(self.num_heads)}"
+            )
+        if self.positional == "rotary" and self.head_dim % 2:
+            raise ValueError(
+                f"model.positional='rotary' rotates pairs of dimensions, so the head dimension "
+                f"d_model/num_heads={self.head_dim} must be even"
+            )
+        if not 0.0 <= self.dropout_rate < 1.0:
+            raise ValueError(f"model.dropout_rate={self.dropout_rate} must be in [0, 1)")
+        if not 0.0 <= self.attention_dropout_rate < 1.0:
+            raise ValueError(
+                f"model.attention_dropout_rate={self.attention_dropout_rate} must be in [0, 1)"
+            )
+        if self.attention_scale == "constant" and self.attention_temperature <= 0:
+            raise ValueError(
+                f"model.attention_temperature={self.attention_temperature} must be > 0 "
+                "when model.attention_scale='constant'"
+            )
+        _check_non_negative("num_global_tokens", self.num_global_tokens)
+        if self.num_global_tokens and not self.sliding_window:
+            raise ValueError(
+                f"model.num_global_tokens={self.num_global_tokens} only has a meaning with "
+                "sliding-window attention; set model.sliding_window >= 1 or use 0 global tokens"
+            )
+        if self.norm_epsilon <= 0:
+            raise ValueError(f"model.norm_epsilon={self.norm_epsilon} must be > 0")
+        if self.family == "encoder_decoder" and not (
+            self.num_encoder_layers and self.num_decoder_layers
+        ):
+            raise ValueError(
+                "model.family='encoder_decoder' needs num_encoder_layers >= 1 and "
+                f"num_decoder_layers >= 1, got {self.num_encoder_layers} and "
+                f"{self.num_decoder_layers}"
+            )
+        if self.family == "encoder_classifier" and self.num_classes < 2:
+            raise ValueError(
+                f"model.num_classes={self.num_classes} must be >= 2 for "
+                "model.family='encoder_classifier'"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_heads
+
+    @classmethod
+    def from_dict(cls, fields: Mapping[str, Any]) -> "ModelConfig":
+        """Builds the config from `config.model.to_dict()`, rejecting unknown fields."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise ValueError(f"unknown model config field(s) {unknown}; valid: {sorted(known)}")
+        return cls(**fields)
+
+    def replace(self, **changes) -> "ModelConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def _check_choice(field: str, value, choices: tuple[str, ...]):
+    if value not in choices:
+        raise ValueError(f"model.{field}={value!r} is not valid; choose one of {list(choices)}")
+
+
+def _check_positive(field: str, value: int):
+    if not isinstance(value, int) or value < 1:
+        raise ValueError(f"model.{field}={value!r} must be an integer >= 1")
+
+
+def _check_non_negative(field: str, value: int):
+    if not isinstance(value, int) or value < 0:
+        raise ValueError(f"model.{field}={value!r} must be an integer >= 0")
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]

@@ -1,0 +1,181 @@
+"""Scaled dot-product and multi-head attention (Vaswani et al. 2017 §3.2; NTHU slides 12-36).
+
+Shape letters: B batch, T query length, S key length, N query heads, K key-value heads
+(K divides N; K < N is grouped-query attention), G = N // K, H head dimension, D d_model.
+"""
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from transformer_jax.config import ModelConfig
+from transformer_jax.layers import positional
+
+# Finite, so that a fully masked row (a padding query) gives a uniform average, not NaN.
+_MASKED = float(jnp.finfo(jnp.float32).min)
+
+
+def attention_logits(q_BTNH, k_BSKH, scale) -> jnp.ndarray:
+    """q . k * scale in float32. `scale` is a float or one value per head (N,). -> (B, N, T, S)."""
+    batch, q_len, num_heads, head_dim = q_BTNH.shape
+    kv_heads = k_BSKH.shape[2]
+    q_BTKGH = q_BTNH.reshape(batch, q_len, kv_heads, num_heads // kv_heads, head_dim)
+    logits_BKGTS = jnp.einsum(
+        "btkgh,bskh->bkgts", q_BTKGH, k_BSKH, preferred_element_type=jnp.float32
+    )
+    logits_BNTS = logits_BKGTS.reshape(batch, num_heads, q_len, k_BSKH.shape[1])
+    return logits_BNTS * _per_head(scale)
+
+
+def attention_weights(logits_BNTS, *, mask=None, bias=None) -> jnp.ndarray:
+    """softmax(logits + bias) over keys, masked keys set to -inf first; float32. -> (B,N,T,S)."""
+    logits_BNTS = logits_BNTS.astype(jnp.float32)
+    if bias is not None:
+        logits_BNTS = logits_BNTS + bias
+    if mask is not None:
+        logits_BNTS = jnp.where(mask, logits_BNTS, _MASKED)
+    return jax.nn.softmax(logits_BNTS, axis=-1)
+
+
+def combine_values(probs_BNTS, v_BSKH) -> jnp.ndarray:
+    """sum_j alpha_ij v_j for every head. -> (B, T, N, H)."""
+    batch, num_heads, q_len, k_len = probs_BNTS.shape
+    kv_heads = v_BSKH.shape[2]
+    probs_BKGTS = probs_BNTS.reshape(batch, kv_heads, num_heads // kv_heads, q_len, k_len)
+    out_BTKGH = jnp.einsum("bkgts,bskh->btkgh", probs_BKGTS.astype(v_BSKH.dtype), v_BSKH)
+    return out_BTKGH.reshape(batch, q_len, num_heads, v_BSKH.shape[-1])
+
+
+def dot_product_attention(
+    q_BTNH,
+    k_BSKH,
+    v_BSKH,
+    *,
+    scale=None,
+    mask=None,
+    bias=None,
+    impl: str = "einsum",
+) -> jnp.ndarray:
+    """softmax(Q K^T * scale + bias, masked) V, with scale defaulting to 1/sqrt(d_k). -> (B,T,N,H).
+
+    `impl="einsum"` is the readable reference; `impl="jax"` calls jax.nn.dot_product_attention
+    (XLA or cuDNN kernels). Both compute the softmax in float32 and agree to rounding.
+    `mask` is boolean, broadcastable to (B, N, T, S); `bias` is additive, (B|1, N, T, S).
+    """
+    if scale is None:
+        scale = 1.0 / math.sqrt(q_BTNH.shape[-1])
+    if impl == "einsum":
+        probs = attention_weights(attention_logits(q_BTNH, k_BSKH, scale), mask=mask, bias=bias)
+        return combine_values(probs, v_BSKH)
+    if impl == "jax":
+        if not isinstance(scale, float):  # Per-head scales: fold into q, which is equivalent.
+            scale_11N1 = jnp.asarray(scale, jnp.float32)[None, None, :, None]
+            q_BTNH = (q_BTNH * scale_11N1).astype(q_BTNH.dtype)
+            scale = 1.0
+        return jax.nn.dot_product_attention(
+            q_BTNH, k_BSKH, v_BSKH, bias=bias, mask=mask, scale=scale
+        )
+    raise ValueError(f"attention impl={impl!r} is not valid; choose one of ['einsum', 'jax']")
+
+
+def _per_head(scale) -> jnp.ndarray:
+    """A scalar, or a (N,) vector shaped (1, N, 1, 1) to broadcast over (B, N, T, S)."""
+    scale = jnp.asarray(scale, jnp.float32)
+    return scale if scale.ndim == 0 else scale[None, :, None, None]
+
+
+class MultiHeadAttention(nn.Module):
+    """Separate W_q, W_k, W_v per head, heads concatenated and projected by W_o (§3.2.2).
+
+    Self-attention applies rotary positions to q and k when configured; cross-attention
+    (queries from the decoder, keys and values from the encoder) never does.
+
+    Collections, both off unless made mutable by the caller, neither changes the output:
+      "intermediates": the attention weights (B, N, T, S), for attention maps;
+      "diagnostics": entropy, largest weight and logit std of this layer, for the reports.
+    """
+
+    config: ModelConfig
+    self_attention: bool = True
+
+    @nn.compact
+    def __call__(
+        self,
+        x_q_BTD,
+        x_kv_BSD,
+        *,
+        mask=None,
+        bias=None,
+        q_pos_BT=None,
+        k_pos_BS=None,
+        train: bool = False,
+    ):
+        cfg = self.config
+        dtype = jnp.dtype(cfg.dtype)
+        dense = lambda heads, name: nn.DenseGeneral(  # noqa: E731
+            (heads, cfg.head_dim), dtype=dtype, param_dtype=jnp.float32, name=name
+        )
+        q_BTNH = dense(cfg.num_heads, "query")(x_q_BTD)
+        k_BSKH = dense(cfg.kv_heads, "key")(x_kv_BSD)
+        v_BSKH = dense(cfg.kv_heads, "value")(x_kv_BSD)
+        if self.self_attention and cfg.positional == "rotary":
+            q_BTNH = positional.apply_rotary(q_BTNH, q_pos_BT, cfg.rotary_base)
+            k_BSKH = positional.apply_rotary(k_BSKH, k_pos_BS, cfg.rotary_base)
+
+        scale = self._scale()
+        wants_weights = self.is_mutable_collection("intermediates") or (
+            self.is_mutable_collection("diagnostics")
+        )
+        attention_dropout = train and cfg.attention_dropout_rate > 0
+        if wants_weights or attention_dropout or cfg.attention_impl == "einsum":
+            logits_BNTS = attention_logits(q_BTNH, k_BSKH, scale)
+            probs_BNTS = attention_weights(logits_BNTS, mask=mask, bias=bias)
+            if wants_weights:
+                self._record(logits_BNTS, probs_BNTS, mask)
+            probs_BNTS = nn.Dropout(cfg.attention_dropout_rate)(probs_BNTS, deterministic=not train)
+            out_BTNH = combine_values(probs_BNTS, v_BSKH)
+        else:
+            out_BTNH = dot_product_attention(
+                q_BTNH, k_BSKH, v_BSKH, scale=scale, mask=mask, bias=bias, impl="jax"
+            )
+        return nn.DenseGeneral(
+            x_q_BTD.shape[-1], axis=(-2, -1), dtype=dtype, param_dtype=jnp.float32, name="out"
+        )(out_BTNH)
+
+    def _scale(self):
+        """The logit multiplier for the configured `attention_scale` (NCCU slides 31-33)."""
+        cfg = self.config
+        match cfg.attention_scale:
+            case "sqrt_dk":
+                return 1.0 / math.sqrt(cfg.head_dim)
+            case "none":
+                return 1.0
+            case "constant":
+                return 1.0 / float(cfg.attention_temperature)
+            case "learned":
+                # log-parametrised so the temperature stays positive; starts at sqrt(d_k).
+                log_tau_N = self.param(
+                    "log_temperature",
+                    nn.initializers.constant(0.5 * math.log(cfg.head_dim)),
+                    (cfg.num_heads,),
+                    jnp.float32,
+                )
+                return jnp.exp(-log_tau_N)
+        raise ValueError(f"unknown attention_scale {cfg.attention_scale!r}")
+
+    def _record(self, logits_BNTS, probs_BNTS, mask):
+        self.sow("intermediates", "attention_weights", probs_BNTS)
+        entropy_BNT = -jnp.sum(probs_BNTS * jnp.log(jnp.maximum(probs_BNTS, 1e-30)), axis=-1)
+        valid = (
+            jnp.ones_like(logits_BNTS, bool)
+            if mask is None
+            else jnp.broadcast_to(mask, logits_BNTS.shape)
+        )
+        count = jnp.maximum(valid.sum(), 1)
+        mean = jnp.sum(jnp.where(valid, logits_BNTS, 0.0)) / count
+        var = jnp.sum(jnp.where(valid, (logits_BNTS - mean) ** 2, 0.0)) / count
+        self.sow("diagnostics", "attention_entropy", jnp.mean(entropy_BNT))
+        self.sow("diagnostics", "attention_max_prob", jnp.mean(jnp.max(probs_BNTS, axis=-1)))
+        self.sow("diagnostics", "attention_logit_std", jnp.sqrt(var))

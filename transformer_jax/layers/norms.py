@@ -1,0 +1,101 @@
+"""Normalization layers for Add & Norm (NCCU slides 57-63): one registry, one call signature.
+
+Every norm is called as `norm(x, train=...)`; only BatchNorm uses `train` (batch statistics in
+training, running averages, kept in the "batch_stats" collection, in evaluation).
+"""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from transformer_jax.config import ModelConfig
+
+
+class LayerNorm(nn.Module):
+    """(x - mean) / sqrt(var + eps) * gamma + beta over features (Ba et al. 2016)."""
+
+    epsilon: float = 1e-6
+
+    @nn.compact
+    def __call__(self, x, *, train: bool = False):
+        del train
+        return nn.LayerNorm(epsilon=self.epsilon, dtype=jnp.float32, name="norm")(x).astype(x.dtype)
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * gamma, no mean subtraction (Zhang & Sennrich 2019)."""
+
+    epsilon: float = 1e-6
+
+    @nn.compact
+    def __call__(self, x, *, train: bool = False):
+        del train
+        return nn.RMSNorm(epsilon=self.epsilon, dtype=jnp.float32, name="norm")(x).astype(x.dtype)
+
+
+class DyT(nn.Module):
+    """Dynamic Tanh, gamma * tanh(alpha * x) + beta, scalar learnable alpha (Zhu et al. 2025)."""
+
+    alpha_init: float = 0.5
+
+    @nn.compact
+    def __call__(self, x, *, train: bool = False):
+        del train
+        features = x.shape[-1]
+        alpha = self.param("alpha", nn.initializers.constant(self.alpha_init), (), jnp.float32)
+        gamma = self.param("scale", nn.initializers.ones, (features,), jnp.float32)
+        beta = self.param("bias", nn.initializers.zeros, (features,), jnp.float32)
+        features_shape = (1,) * (x.ndim - 1) + (features,)
+        y = gamma.reshape(features_shape) * jnp.tanh(alpha * x.astype(jnp.float32))
+        return (y + beta.reshape(features_shape)).astype(x.dtype)
+
+
+class BatchNorm(nn.Module):
+    """Normalizes each feature over the batch and length axes (Ioffe & Szegedy 2015).
+
+    Padding positions are included in the statistics, as in a naive port to text: the lectures'
+    reason why Transformers use LayerNorm instead (NTHU slide 39).
+    """
+
+    epsilon: float = 1e-5
+    momentum: float = 0.9
+
+    @nn.compact
+    def __call__(self, x, *, train: bool = False):
+        # flax's BatchNorm broadcasts (C,) statistics against (B, T, C) implicitly.
+        with jax.numpy_rank_promotion("allow"):
+            return self._batch_norm(x, train)
+
+    def _batch_norm(self, x, train):
+        return nn.BatchNorm(
+            use_running_average=not train,
+            momentum=self.momentum,
+            epsilon=self.epsilon,
+            dtype=jnp.float32,
+            name="norm",
+        )(x).astype(x.dtype)
+
+
+class Identity(nn.Module):
+    """`norm=none`: no normalization at all."""
+
+    @nn.compact
+    def __call__(self, x, *, train: bool = False):
+        del train
+        return x
+
+
+def make_norm(config: ModelConfig, name: str | None = None, alpha_init: float | None = None):
+    """The norm layer named by `config.norm`."""
+    match config.norm:
+        case "layernorm":
+            return LayerNorm(config.norm_epsilon, name=name)
+        case "rmsnorm":
+            return RMSNorm(config.norm_epsilon, name=name)
+        case "dyt":
+            return DyT(config.dyt_alpha_init if alpha_init is None else alpha_init, name=name)
+        case "batchnorm":
+            return BatchNorm(name=name)
+        case "none":
+            return Identity(name=name)
+    raise ValueError(f"model.norm={config.norm!r} is not valid")

@@ -1,0 +1,78 @@
+"""One Transformer layer: attention and feed-forward sublayers, each wrapped in Add & Norm.
+
+A block maps (B, T, D) to (B, T, D) (NTHU slides 43-45), so depth is just a number of blocks.
+"""
+
+from typing import NamedTuple
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from transformer_jax.config import ModelConfig
+from transformer_jax.layers.attention import MultiHeadAttention
+from transformer_jax.layers.feedforward import FeedForward
+from transformer_jax.layers.norms import make_norm
+
+
+class BlockContext(NamedTuple):
+    """What every layer of a stack shares: built once per forward pass, not once per layer."""
+
+    positions_BT: jnp.ndarray
+    self_mask: jnp.ndarray | None  # Boolean, broadcastable to (B, N, T, T).
+    self_bias: jnp.ndarray | None  # ALiBi logit bias (B|1, N, T, T).
+    memory_BSD: jnp.ndarray | None = None  # Encoder output, for cross-attention.
+    cross_mask: jnp.ndarray | None = None  # The encoder's padding mask, (B, 1, 1, S).
+
+
+class Block(nn.Module):
+    """Self-attention, optional cross-attention (decoder), then the feed-forward network.
+
+    Sublayer connection, per `norm_position`:
+      post (the paper): x = Norm(x + Dropout(F(x)))
+      pre:              x = x + Dropout(F(Norm(x)))
+    With `residual=False` the `x +` is dropped (the NCCU residual ablation).
+    """
+
+    config: ModelConfig
+    cross_attention: bool = False
+
+    @nn.compact
+    def __call__(self, x_BTD, context: BlockContext, *, train: bool = False):
+        cfg = self.config
+        self_attention = MultiHeadAttention(cfg, name="self_attention")
+        x_BTD = self._sublayer(
+            x_BTD,
+            lambda h: self_attention(
+                h,
+                h,
+                mask=context.self_mask,
+                bias=context.self_bias,
+                q_pos_BT=context.positions_BT,
+                k_pos_BS=context.positions_BT,
+                train=train,
+            ),
+            "attention",
+            train,
+        )
+        if self.cross_attention:
+            cross_attention = MultiHeadAttention(cfg, self_attention=False, name="cross_attention")
+            x_BTD = self._sublayer(
+                x_BTD,
+                lambda h: cross_attention(
+                    h, context.memory_BSD, mask=context.cross_mask, train=train
+                ),
+                "cross_attention",
+                train,
+            )
+        ffn = FeedForward(cfg, name="ffn")
+        return self._sublayer(x_BTD, lambda h: ffn(h, train=train), "ffn", train)
+
+    def _sublayer(self, x_BTD, sublayer, name: str, train: bool):
+        cfg = self.config
+        norm = make_norm(cfg, name=f"norm_{name}")
+        dropout = nn.Dropout(cfg.dropout_rate, name=f"dropout_{name}")
+        if cfg.norm_position == "pre":
+            y_BTD = dropout(sublayer(norm(x_BTD, train=train)), deterministic=not train)
+            return x_BTD + y_BTD if cfg.residual else y_BTD
+        y_BTD = dropout(sublayer(x_BTD), deterministic=not train)
+        return norm(x_BTD + y_BTD if cfg.residual else y_BTD, train=train)

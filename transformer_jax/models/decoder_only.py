@@ -1,0 +1,36 @@
+"""A decoder-only language model: causal self-attention, no encoder (GPT-2 style)."""
+
+import flax.linen as nn
+
+from transformer_jax.config import ModelConfig
+from transformer_jax.layers.embedding import OutputProjection, TokenEmbedding
+from transformer_jax.models.stack import TransformerStack, default_positions
+
+
+class DecoderOnly(nn.Module):
+    """(B, T) input ids -> (B, T, V) float32 next-token logits.
+
+    Packed batches pass `segment_ids_BT` (a token attends only within its document) and
+    `positions_BT` (positions restart at 0 in each document).
+    """
+
+    config: ModelConfig
+
+    def setup(self):
+        cfg = self.config
+        self.embedding = TokenEmbedding(cfg)
+        if not cfg.tie_output_embeddings:
+            self.output = OutputProjection(cfg)
+        self.decoder = TransformerStack(cfg, cfg.num_decoder_layers, causal=True)
+
+    def __call__(self, ids_BT, *, segment_ids_BT=None, positions_BT=None, train: bool = False):
+        y_BTD = self.decoder(
+            self.embedding.encode(ids_BT),
+            positions_BT=default_positions(ids_BT) if positions_BT is None else positions_BT,
+            valid_BT=ids_BT != 0,
+            segment_ids_BT=segment_ids_BT,
+            train=train,
+        )
+        if self.config.tie_output_embeddings:
+            return self.embedding.decode(y_BTD)
+        return self.output(y_BTD)

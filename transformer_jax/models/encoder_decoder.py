@@ -1,0 +1,63 @@
+"""The original Transformer: encoder, decoder with cross-attention (Vaswani et al. 2017)."""
+
+import flax.linen as nn
+
+from transformer_jax.config import ModelConfig
+from transformer_jax.layers.embedding import OutputProjection, TokenEmbedding
+from transformer_jax.models.stack import TransformerStack, default_positions
+
+
+class EncoderDecoder(nn.Module):
+    """(B, S) source ids and (B, T) decoder input ids -> (B, T, V) float32 logits.
+
+    The decoder input is the target shifted right behind BOS (teacher forcing, NTHU slides
+    55-56); id 0 is padding in both. `encode` and `decode` are exposed for generation.
+    """
+
+    config: ModelConfig
+
+    def setup(self):
+        cfg = self.config
+        self.source_embedding = TokenEmbedding(cfg)
+        if not cfg.share_source_target_embeddings:
+            self.target_embedding = TokenEmbedding(cfg)
+        if not cfg.tie_output_embeddings:
+            self.output = OutputProjection(cfg)
+        self.encoder = TransformerStack(cfg, cfg.num_encoder_layers, causal=False)
+        self.decoder = TransformerStack(
+            cfg, cfg.num_decoder_layers, causal=True, cross_attention=True
+        )
+
+    def _target_embedding(self) -> TokenEmbedding:
+        if self.config.share_source_target_embeddings:
+            return self.source_embedding
+        return self.target_embedding
+
+    def encode(self, inputs_BS, *, train: bool = False):
+        """-> encoder states (B, S, D) and the source padding mask (B, S)."""
+        valid_BS = inputs_BS != 0
+        memory_BSD = self.encoder(
+            self.source_embedding.encode(inputs_BS),
+            positions_BT=default_positions(inputs_BS),
+            valid_BT=valid_BS,
+            train=train,
+        )
+        return memory_BSD, valid_BS
+
+    def decode(self, decoder_inputs_BT, memory_BSD, memory_valid_BS, *, train: bool = False):
+        embedding = self._target_embedding()
+        y_BTD = self.decoder(
+            embedding.encode(decoder_inputs_BT),
+            positions_BT=default_positions(decoder_inputs_BT),
+            valid_BT=decoder_inputs_BT != 0,
+            memory_BSD=memory_BSD,
+            memory_valid_BS=memory_valid_BS,
+            train=train,
+        )
+        if self.config.tie_output_embeddings:
+            return embedding.decode(y_BTD)
+        return self.output(y_BTD)
+
+    def __call__(self, inputs_BS, decoder_inputs_BT, *, train: bool = False):
+        memory_BSD, valid_BS = self.encode(inputs_BS, train=train)
+        return self.decode(decoder_inputs_BT, memory_BSD, valid_BS, train=train)

@@ -1,0 +1,125 @@
+"""Thin wrapper over orbax's CheckpointManager: periodic saves, keep-last-K, auto-resume.
+
+Layout: `DIR/checkpoints/<step>/{state,data}`. `state` is any pytree of arrays (params,
+optimizer state, step, PRNG keys; raw uint32 `jax.random.PRNGKey` keys and typed
+`jax.random.key` keys both round-trip) saved with `StandardSave`; `data` is the input
+iterator state saved as JSON (grain's `get_state()` dicts; `bytes` states are stored
+base64-encoded and come back as `bytes`).
+
+Crash safety: orbax writes each step into `<step>.orbax-checkpoint-tmp-*` and renames
+it to `<step>` only after every file is written and committed, so a crash, SIGKILL or
+Ctrl-C during a save leaves earlier checkpoints untouched; the half-written tmp
+directory is never listed as a step and is deleted when the next Checkpointer opens
+the directory. Saves are asynchronous (the arrays are copied to host memory before
+`save` returns, so donating the state afterwards is safe); call `wait_until_finished()`
+or `close()` before exiting, or the last save may be lost.
+"""
+
+import base64
+import os
+from typing import Any
+
+import orbax.checkpoint as ocp
+
+_STATE = "state"
+_DATA = "data"
+
+
+def _encode_data_state(data_state: Any) -> dict[str, Any]:
+    if isinstance(data_state, bytes):
+        return {"kind": "bytes", "value": base64.b64encode(data_state).decode("ascii")}
+    return {"kind": "json", "value": data_state}
+
+
+def _decode_data_state(stored: dict[str, Any]) -> Any:
+    if stored["kind"] == "bytes":
+        return base64.b64decode(stored["value"])
+    return stored["value"]
+
+
+class Checkpointer:
+    """Saves every `every` steps into `workdir/checkpoints`, keeping the newest `keep`."""
+
+    def __init__(self, workdir: str | os.PathLike, *, every: int, keep: int):
+        if not (isinstance(every, int) and every > 0):
+            raise ValueError(f"checkpoint every={every!r} is invalid; expected an int > 0")
+        if not (isinstance(keep, int) and keep > 0):
+            raise ValueError(f"checkpoint keep={keep!r} is invalid; expected an int > 0")
+        self.directory = os.path.join(os.path.abspath(workdir), "checkpoints")
+        options = ocp.CheckpointManagerOptions(
+            # Exactly `step % every == 0`; orbax's default policy would also save
+            # whatever step comes first in an empty directory.
+            save_decision_policy=ocp.checkpoint_managers.FixedIntervalPolicy(every),
+            max_to_keep=keep,
+            create=True,
+            # Removes tmp directories left by a save that crashed half-way.
+            cleanup_tmp_directories=True,
+        )
+        self._manager = ocp.CheckpointManager(
+            self.directory, options=options, item_names=(_STATE, _DATA)
+        )
+
+    def latest_step(self) -> int | None:
+        """The newest finished checkpoint's step, or None if there is none."""
+        return self._manager.latest_step()
+
+    def all_steps(self) -> list[int]:
+        """Steps of all finished checkpoints still kept, ascending."""
+        return sorted(self._manager.all_steps())
+
+    def save(self, step: int, state: Any, data_state: Any = None, *, force: bool = False) -> bool:
+        """Saves `state` (pytree) and `data_state` (JSON-able or bytes) at `step`.
+
+        Without `force` this saves only when `step % every == 0` and `step` is newer than
+        the latest checkpoint; use `force=True` at the end of training or on a stop
+        signal. Returns whether a save was started.
+        Saving a step that already has a checkpoint is a no-op returning False.
+        """
+        args = ocp.args.Composite(
+            **{
+                _STATE: ocp.args.StandardSave(state),
+                _DATA: ocp.args.JsonSave(_encode_data_state(data_state)),
+            }
+        )
+        try:
+            return self._manager.save(step, args=args, force=force)
+        except ocp.checkpoint_manager.StepAlreadyExistsError:
+            # E.g. the final forced save when the last step was a periodic save too.
+            return False
+
+    def restore(self, abstract_state: Any, step: int | None = None) -> tuple[Any, Any] | None:
+        """Returns `(state, data_state)` from `step` (default: latest), or None if none exist.
+
+        `abstract_state` has the structure of the saved state, with leaves that are
+        `jax.ShapeDtypeStruct`s (e.g. `jax.eval_shape(init_fn, ...)`) or concrete arrays;
+        restored values are bit-identical to the saved ones.
+        """
+        if step is None:
+            step = self.latest_step()
+            if step is None:
+                return None
+        restored = self._manager.restore(
+            step,
+            args=ocp.args.Composite(
+                **{
+                    _STATE: ocp.args.StandardRestore(abstract_state),
+                    _DATA: ocp.args.JsonRestore(),
+                }
+            ),
+        )
+        return restored[_STATE], _decode_data_state(restored[_DATA])
+
+    def wait_until_finished(self) -> None:
+        """Blocks until the pending asynchronous save (if any) is on disk."""
+        self._manager.wait_until_finished()
+
+    def close(self) -> None:
+        """Waits for pending saves, then releases orbax's resources."""
+        self._manager.wait_until_finished()
+        self._manager.close()
+
+    def __enter__(self) -> "Checkpointer":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

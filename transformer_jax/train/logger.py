@@ -1,0 +1,217 @@
+"""Metrics to DIR/metrics.jsonl, TensorBoard (tensorboardX) and a console progress line.
+
+`metrics.jsonl` holds one JSON object per `write`: `{"step", "split", "time", <metric>:
+float, ...}` (see the run-directory contract). Lines are flushed as written, so a crash
+loses nothing already logged. Non-finite values are written as Python's `NaN` /
+`Infinity` tokens (read back by `json.loads`), so a diverged run's last loss is visible.
+
+Resuming: `truncate_after(step)` drops lines logged after the restored checkpoint by the
+crashed run, so the resumed file matches an uninterrupted run's (apart from "time"), and
+TensorBoard is told to purge those steps too.
+"""
+
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+import numpy as np
+from tensorboardX import SummaryWriter
+
+METRICS_FILE = "metrics.jsonl"
+_RESERVED = ("step", "split", "time")
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    """Writes `obj` as indented JSON to `path` atomically (tmp file + `os.replace`).
+
+    Readers (the sweep runner polling for summary.json) never see a half-written file.
+    numpy/jax scalars and arrays are converted with `.tolist()`.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path), suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=2, default=lambda x: np.asarray(x).tolist())
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _to_float(name: str, value: Any) -> float:
+    array = np.asarray(value)
+    if array.size != 1 or array.dtype.kind not in "biuf":
+        raise ValueError(
+            f"metric {name!r} must be a numeric scalar, got {type(value).__name__} "
+            f"with shape {array.shape} and dtype {array.dtype}"
+        )
+    return float(array.reshape(()))
+
+
+def _format_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+class MetricsLogger:
+    """Appends metrics to `workdir/metrics.jsonl`, TensorBoard and the console.
+
+    `total_steps` is used for the progress line's percentage and ETA. The console line
+    (train split) shows step/total, steps/s since the previous train write, ETA and the
+    loss; on a TTY it is redrawn in place with `\\r`, otherwise (CI, log files) it is
+    printed as a plain line at most every `console_every_s` seconds (and at the last
+    step). Other splits (eval) always print one plain line.
+    """
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike,
+        *,
+        total_steps: int,
+        stream: TextIO | None = None,
+        console_every_s: float = 30.0,
+    ):
+        self.workdir = os.fspath(workdir)
+        os.makedirs(self.workdir, exist_ok=True)
+        self.path = os.path.join(self.workdir, METRICS_FILE)
+        self.total_steps = total_steps
+        self._stream = sys.stdout if stream is None else stream
+        self._is_tty = self._stream.isatty()
+        self._console_every_s = console_every_s
+        self._start = time.monotonic()
+        self._time_offset = 0.0
+        # Opened lazily so `truncate_after` can run before anything is appended.
+        self._file: TextIO | None = None
+        self._writer: SummaryWriter | None = None
+        self._purge_step: int | None = None
+        self._last_train: tuple[int, float] | None = None  # (step, monotonic time)
+        self._last_console = -math.inf
+        self._line_open = False  # a \r progress line is on screen without a newline
+
+    def truncate_after(self, step: int) -> int:
+        """Drops metrics.jsonl lines with `"step" > step` (and unparsable partial lines).
+
+        Call when resuming from the checkpoint at `step`, before the first `write`.
+        "time" continues from the last kept line. Returns the number of lines dropped.
+        """
+        self._close_file()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self._purge_step = step + 1
+        if not os.path.exists(self.path):
+            return 0
+        kept, dropped = [], 0
+        with open(self.path) as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                    keep = record["step"] <= step
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    keep = False  # e.g. a line cut short by the crash
+                if not keep:
+                    dropped += 1
+                    continue
+                kept.append(line.rstrip("\n"))
+                self._time_offset = max(self._time_offset, record.get("time", 0.0))
+        fd, tmp = tempfile.mkstemp(dir=self.workdir, prefix=METRICS_FILE, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.writelines(line + "\n" for line in kept)
+        os.replace(tmp, self.path)
+        self._start = time.monotonic()
+        return dropped
+
+    def write(self, step: int, split: str, metrics: Mapping[str, Any]) -> None:
+        """Logs scalar `metrics` (floats, numpy or jax scalars) for `split` at `step`."""
+        for name in _RESERVED:
+            if name in metrics:
+                raise ValueError(f"metric name {name!r} is reserved; reserved: {_RESERVED}")
+        values = {name: _to_float(name, value) for name, value in metrics.items()}
+        now = time.monotonic()
+        record = {
+            "step": int(step),
+            "split": split,
+            "time": self._time_offset + now - self._start,
+            **values,
+        }
+        if self._file is None:
+            self._file = open(self.path, "a")  # noqa: SIM115 (lives until close())
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+        if self._writer is None:
+            # tensorboardX names files by the second; the suffix keeps a resumed run's
+            # file from overwriting the crashed run's when both start in one second.
+            self._writer = SummaryWriter(
+                logdir=self.workdir,
+                purge_step=self._purge_step,
+                filename_suffix=f".{uuid.uuid4().hex[:8]}",
+            )
+        for name, value in values.items():
+            self._writer.add_scalar(f"{split}/{name}", value, int(step))
+
+        self._console(int(step), split, values, now)
+
+    def _console(self, step: int, split: str, values: dict[str, float], now: float) -> None:
+        if split != "train":
+            text = " ".join(f"{k}={v:.4g}" for k, v in values.items() if "/" not in k)
+            self._print_line(f"step {step} {split}: {text}")
+            return
+        rate = None
+        if self._last_train is not None and step > self._last_train[0]:
+            rate = (step - self._last_train[0]) / max(now - self._last_train[1], 1e-9)
+        self._last_train = (step, now)
+        parts = [f"step {step}/{self.total_steps} ({100 * step / max(self.total_steps, 1):.0f}%)"]
+        if rate is not None:
+            eta = max(self.total_steps - step, 0) / rate
+            parts += [f"{rate:.2f} steps/s", f"ETA {_format_duration(eta)}"]
+        if "loss" in values:
+            parts.append(f"loss {values['loss']:.4f}")
+        line = " | ".join(parts)
+        if self._is_tty:
+            self._stream.write("\r" + line + "\x1b[K")
+            self._stream.flush()
+            self._line_open = True
+        elif now - self._last_console >= self._console_every_s or step >= self.total_steps:
+            self._print_line(line)
+            self._last_console = now
+
+    def _print_line(self, line: str) -> None:
+        if self._line_open:
+            self._stream.write("\n")
+            self._line_open = False
+        self._stream.write(line + "\n")
+        self._stream.flush()
+
+    def _close_file(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def close(self) -> None:
+        """Flushes and closes metrics.jsonl and the TensorBoard writer."""
+        self._close_file()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._line_open:
+            self._stream.write("\n")
+            self._stream.flush()
+            self._line_open = False
+
+    def __enter__(self) -> "MetricsLogger":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
