@@ -1,0 +1,38 @@
+"""Command line: python -m transformer_jax.main --config=configs/copy.py --workdir=runs/copy
+
+Override any field in the ml_collections style, e.g. --config.model.norm=rmsnorm
+--config.model.attention_scale=none --config.train.steps=500. Rerunning with the same workdir
+resumes from its latest checkpoint.
+"""
+
+import sys
+
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from transformer_jax.train.numerics import NonFiniteError
+from transformer_jax.train.trainer import train_and_evaluate
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (checkpoints, metrics, summary).")
+flags.mark_flags_as_required(["config", "workdir"])
+
+DIVERGED_EXIT_CODE = 3
+
+
+def main(argv):
+    del argv
+    logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO.
+    try:
+        summary = train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+    except NonFiniteError as error:
+        print(f"Diverged: {error}", file=sys.stderr)
+        sys.exit(DIVERGED_EXIT_CODE)
+    if summary["status"] == "finished":
+        for split, metrics in summary["metrics"].items():
+            shown = ", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if "/" not in k)
+            print(f"{split}: {shown}")
+
+
+if __name__ == "__main__":
+    app.run(main)

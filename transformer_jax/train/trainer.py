@@ -1,0 +1,244 @@
+"""`train_and_evaluate(config, workdir)`: the whole training run, as one readable loop.
+
+Order of events: validate everything (data, model, optimizer) before compiling; restore the
+latest checkpoint of `workdir` if there is one (parameters, optimizer, step, RNG and the data
+iterator position, so a resumed run reproduces an uninterrupted one); then train, logging every
+`log_every` steps, evaluating every `eval_every`, checkpointing every `checkpoint_every`; at the
+end write `summary.json`. SIGTERM/SIGINT save a checkpoint and return; a non-finite loss writes a
+"diverged" summary and raises `NonFiniteError`, leaving the last good checkpoint untouched.
+"""
+
+import functools
+import subprocess
+import time
+from pathlib import Path
+
+import jax
+import ml_collections
+import numpy as np
+
+from transformer_jax import data
+from transformer_jax.config import ModelConfig
+from transformer_jax.models import build_model
+from transformer_jax.train import step as steps
+from transformer_jax.train.checkpoint import Checkpointer
+from transformer_jax.train.logger import MetricsLogger, write_json
+from transformer_jax.train.numerics import NonFiniteError, check_finite
+from transformer_jax.train.optimizer import current_learning_rate, make_optimizer
+from transformer_jax.train.signals import StopOnSignal
+
+
+def resolve_model_config(config: ml_collections.ConfigDict, info: data.DatasetInfo) -> ModelConfig:
+    """ModelConfig with vocabulary, classes and length filled from the dataset, then checked."""
+    fields = config.model.to_dict()
+    if fields.get("vocab_size", -1) == -1:
+        fields["vocab_size"] = info.vocab_size
+    if info.kind == "classification":
+        fields["num_classes"] = info.num_classes
+    longest = max(info.max_input_len, info.max_target_len)
+    if fields.get("pooling", "cls") == "cls" and fields.get("family") == "encoder_classifier":
+        longest += 1  # the class token
+    if fields.get("max_len", -1) == -1:
+        fields["max_len"] = longest
+    model_config = ModelConfig.from_dict(fields)
+    if longest > model_config.max_len:
+        raise ValueError(
+            f"model.max_len={model_config.max_len} is shorter than the longest sequence of "
+            f"dataset {info.name!r} ({longest} tokens); set model.max_len >= {longest} or -1"
+        )
+    if model_config.vocab_size < info.vocab_size:
+        raise ValueError(
+            f"model.vocab_size={model_config.vocab_size} is smaller than the vocabulary of "
+            f"dataset {info.name!r} ({info.vocab_size}); use -1 to take it from the data"
+        )
+    expected = {"seq2seq": ("encoder_decoder",), "lm": ("decoder_only",)}.get(
+        info.kind, ("encoder_classifier",)
+    )
+    if model_config.family not in expected:
+        raise ValueError(
+            f"model.family={model_config.family!r} cannot train on the {info.kind} dataset "
+            f"{info.name!r}; valid: {list(expected)}"
+        )
+    return model_config
+
+
+def check_train_config(train: ml_collections.ConfigDict):
+    for name in ("steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
+        value = train[name]
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"train.{name}={value!r} must be an integer >= 1")
+    if train.checkpoint_every % train.log_every:
+        raise ValueError(
+            f"train.checkpoint_every={train.checkpoint_every} must be a multiple of "
+            f"train.log_every={train.log_every}, so a resumed run logs the same windows"
+        )
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).parent,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _check_same_config(workdir: Path, resolved: dict):
+    """Refuses to resume a run directory with a different model or data configuration."""
+    path = workdir / "config.json"
+    if not path.exists():
+        return
+    import json
+
+    previous = json.loads(path.read_text())
+    for section in ("model", "data", "seed"):
+        if previous.get(section) != resolved.get(section):
+            raise ValueError(
+                f"workdir {workdir} holds a run with a different config.{section} "
+                f"({previous.get(section)!r}); use a new --workdir or the same config"
+            )
+
+
+def _host_average(window: list[dict]) -> dict[str, float]:
+    """Averages per-step device metrics of a logging window on the host."""
+    stacked = jax.device_get(window)
+    out = {name: float(np.mean([m[name] for m in stacked])) for name in stacked[0]}
+    out["tokens"] = float(np.sum([m["tokens"] for m in stacked]))
+    return out
+
+
+def evaluate(eval_fn, state, eval_sets) -> dict[str, dict[str, float]]:
+    results = {}
+    for split, batches in eval_sets.items():
+        totals = {}
+        for batch in batches:
+            for name, (value, count) in jax.device_get(eval_fn(state, batch)).items():
+                s, c = totals.get(name, (0.0, 0.0))
+                totals[name] = (s + float(value), c + float(count))
+        results[split] = {name: s / max(c, 1.0) for name, (s, c) in totals.items()}
+    return results
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
+    """Trains and evaluates `config` in `workdir`, resuming it if it holds checkpoints."""
+    workdir = Path(workdir).expanduser()
+    train_cfg = config.train
+    check_train_config(train_cfg)
+    info = data.get_dataset_info(config.data)
+    model_config = resolve_model_config(config, info)
+    model = build_model(model_config)
+    optimizer = make_optimizer(train_cfg, model_config.d_model)
+
+    resolved = config.to_dict()
+    resolved["model"] = {**resolved["model"], **model_config.__dict__}
+    _check_same_config(workdir, resolved)
+    workdir.mkdir(parents=True, exist_ok=True)
+    write_json(workdir / "config.json", {**resolved, "git_commit": git_commit()})
+
+    train_iter = data.make_train_iterator(
+        config.data, seed=config.seed, batch_size=config.data.batch_size
+    )
+    eval_sets = {
+        split: data.make_eval_batches(
+            config.data,
+            split,
+            batch_size=config.data.batch_size,
+            max_examples=train_cfg.eval_examples or None,
+        )
+        for split in info.eval_splits
+    }
+    sample = next(iter(next(iter(eval_sets.values()))))
+    state = steps.init_state(model, optimizer, sample, jax.random.PRNGKey(config.seed))
+    num_params = steps.count_params(state.params)
+
+    train_fn = jax.jit(
+        functools.partial(
+            steps.train_step,
+            model=model,
+            optimizer=optimizer,
+            label_smoothing=float(train_cfg.label_smoothing),
+        ),
+        donate_argnums=0,
+    )
+    eval_fn = jax.jit(
+        functools.partial(steps.eval_step, model=model, diagnostics=train_cfg.diagnostics)
+    )
+
+    checkpointer = Checkpointer(
+        workdir, every=train_cfg.checkpoint_every, keep=train_cfg.keep_checkpoints
+    )
+    logger = MetricsLogger(workdir, total_steps=train_cfg.steps)
+    restored = checkpointer.restore(state)
+    if restored is not None:
+        state, data_state = restored
+        train_iter.set_state(data_state)
+        logger.truncate_after(int(state.step))
+        print(f"Resumed {workdir} at step {int(state.step)}.", flush=True)
+    else:
+        print(f"{model_config.family}: {num_params:,} parameters.", flush=True)
+
+    step = int(state.step)
+    window, window_start = [], time.perf_counter()
+    rates, started = [], time.perf_counter()
+    final_metrics = {}
+    try:
+        with StopOnSignal() as stop:
+            while step < train_cfg.steps:
+                state, metrics = train_fn(state, next(train_iter))
+                step += 1
+                window.append(metrics)
+                if step % train_cfg.log_every == 0 or step == train_cfg.steps:
+                    averaged = _host_average(window)
+                    check_finite(step, averaged)
+                    elapsed = time.perf_counter() - window_start
+                    averaged["tokens_per_sec"] = averaged.pop("tokens") / elapsed
+                    averaged["learning_rate"] = float(current_learning_rate(state.opt_state))
+                    if step > train_cfg.log_every:  # The first window includes compilation.
+                        rates.append(averaged["tokens_per_sec"])
+                    logger.write(step, "train", averaged)
+                    window, window_start = [], time.perf_counter()
+                if step % train_cfg.eval_every == 0 or step == train_cfg.steps:
+                    final_metrics = evaluate(eval_fn, state, eval_sets)
+                    for split, values in final_metrics.items():
+                        logger.write(step, split, values)
+                    window_start = time.perf_counter()
+                if step % train_cfg.checkpoint_every == 0 or stop.stop_requested():
+                    checkpointer.save(step, state, train_iter.get_state(), force=True)
+                if stop.stop_requested():
+                    print(f"Stopped by signal at step {step}; checkpoint saved.", flush=True)
+                    return {"status": "stopped", "step": step}
+        checkpointer.save(step, state, train_iter.get_state(), force=True)
+        if not final_metrics:  # Resumed at the last step: evaluate the restored state.
+            final_metrics = evaluate(eval_fn, state, eval_sets)
+        summary = {
+            "status": "finished",
+            "step": step,
+            "metrics": final_metrics,
+            "num_params": num_params,
+            "tokens_per_sec": float(np.median(rates)) if rates else None,
+            "wall_time_s": time.perf_counter() - started,
+            "error": None,
+        }
+        write_json(workdir / "summary.json", summary)
+        return summary
+    except NonFiniteError as error:
+        write_json(
+            workdir / "summary.json",
+            {
+                "status": "diverged",
+                "step": error.step,
+                "metrics": final_metrics,
+                "num_params": num_params,
+                "tokens_per_sec": None,
+                "wall_time_s": time.perf_counter() - started,
+                "error": str(error),
+            },
+        )
+        raise
+    finally:
+        checkpointer.close()
+        logger.close()
