@@ -85,3 +85,10 @@ def apply_arg(config: ml_collections.ConfigDict, arg: str | None) -> ml_collecti
     if arg == "quick":
         return shrink(config)
     raise ValueError(f"config argument {arg!r} is not valid; valid: '' or 'quick'")
+
+
+def from_file(path: str, arg: str | None = None) -> ml_collections.ConfigDict:
+    """Loads `get_config(arg)` from a config file, as `--config=path:arg` does."""
+    import runpy
+
+    return runpy.run_path(str(path))["get_config"](arg)

@@ -1,0 +1,187 @@
+"""The training loop end to end on a tiny copy task: learning, resuming, stopping, diverging."""
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_jax import defaults
+from transformer_jax.train import step as steps
+from transformer_jax.train.numerics import NonFiniteError
+from transformer_jax.train.trainer import train_and_evaluate
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def tiny_config(data_dir, steps_=60, **train):
+    config = defaults.base_config("copy")
+    config.model.update(d_model=32, num_heads=2, d_ff=64, num_encoder_layers=1,
+                        num_decoder_layers=1, dropout_rate=0.1)
+    config.data.update(data_dir=str(data_dir), num_train=2000, num_test=64, num_test_long=64,
+                       max_len=8, long_min_len=9, long_max_len=12, batch_size=16)
+    train = {"log_every": 10, "eval_every": 30, "checkpoint_every": 20, "warmup_steps": 5, **train}
+    config.train.update(steps=steps_, **train)
+    return config
+
+
+def read_metrics(workdir):
+    lines = [json.loads(line) for line in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
+    for line in lines:
+        line.pop("time"), line.pop("tokens_per_sec", None)
+    return lines
+
+
+def test_shift_right_is_teacher_forcing():
+    targets = jnp.array([[5, 6, 7, 2, 0, 0]])
+    np.testing.assert_array_equal(steps.shift_right(targets), [[1, 5, 6, 7, 0, 0]])
+    packed = jnp.array([[5, 6, 2, 8, 2, 0]])
+    segments = jnp.array([[1, 1, 1, 2, 2, 0]])
+    np.testing.assert_array_equal(steps.shift_right(packed, segments), [[1, 5, 6, 1, 8, 0]])
+
+
+def test_trains_logs_and_summarises(tmp_path):
+    workdir = tmp_path / "run"
+    summary = train_and_evaluate(tiny_config(tmp_path / "tfds"), str(workdir))
+    assert summary["status"] == "finished" and summary["step"] == 60
+    assert set(summary["metrics"]) == {"test", "test_long"}
+    on_disk = json.loads((workdir / "summary.json").read_text())
+    assert on_disk["metrics"]["test"]["loss"] == pytest.approx(summary["metrics"]["test"]["loss"])
+    lines = read_metrics(workdir)
+    train = [m for m in lines if m["split"] == "train"]
+    assert [m["step"] for m in train] == [10, 20, 30, 40, 50, 60]
+    assert train[-1]["loss"] < train[0]["loss"]
+    for key in ("grad_norm", "param_norm", "update_norm", "learning_rate", "token_accuracy"):
+        assert np.isfinite(train[-1][key])
+    evals = [m for m in lines if m["split"] == "test"]
+    assert [m["step"] for m in evals] == [30, 60]
+    assert any(k.startswith("attention_entropy/") for k in evals[0])
+    config = json.loads((workdir / "config.json").read_text())
+    assert config["model"]["vocab_size"] == 13 and "git_commit" in config
+    assert list(workdir.glob("events.out.tfevents.*"))
+
+
+def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
+    """kill -9 mid-run, rerun the same command: the same metrics, bit for bit, on CPU."""
+    data_dir = tmp_path / "tfds"
+    reference = tmp_path / "reference"
+    train_and_evaluate(tiny_config(data_dir, steps_=80), str(reference))
+
+    workdir = tmp_path / "killed"
+    command = [
+        sys.executable, "-m", "transformer_jax.main", "--config=configs/copy.py",
+        f"--workdir={workdir}", f"--config.data.data_dir={data_dir}",
+    ]
+    overrides = tiny_config(data_dir, steps_=80)
+    for section in ("model", "data", "train"):
+        for key, value in overrides[section].items():
+            command.append(f"--config.{section}.{key}={value}")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (workdir / "checkpoints" / "20").exists() and time.time() < deadline:
+        if process.poll() is not None:
+            break
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (workdir / "summary.json").exists(), "the run finished before it was killed"
+
+    resumed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "Resumed" in resumed.stdout
+    expected = json.loads((reference / "summary.json").read_text())["metrics"]
+    actual = json.loads((workdir / "summary.json").read_text())["metrics"]
+    assert actual == expected
+    assert read_metrics(workdir) == read_metrics(reference)
+
+
+def test_sigterm_saves_a_checkpoint_and_resume_continues(tmp_path):
+    config = tiny_config(tmp_path / "tfds", steps_=40)
+    workdir = tmp_path / "run"
+    # Deliver SIGTERM from a timer once training is under way.
+    original = steps.train_step
+    calls = {"n": 0}
+
+    def train_step(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(*args, **kwargs)
+
+    steps.train_step = train_step
+    try:
+        summary = train_and_evaluate(config, str(workdir))
+    finally:
+        steps.train_step = original
+    assert summary["status"] == "stopped"
+    stopped_at = summary["step"]
+    assert (workdir / "checkpoints" / str(stopped_at)).exists()
+    assert not (workdir / "summary.json").exists()
+    assert train_and_evaluate(config, str(workdir))["status"] == "finished"
+
+
+def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
+    config = tiny_config(tmp_path / "tfds", steps_=60, learning_rate=1e30, grad_clip_norm=0.0,
+                         schedule="constant", warmup_steps=0)
+    config.train.checkpoint_every = 10
+    config.train.log_every = 10
+    workdir = tmp_path / "run"
+    with pytest.raises(NonFiniteError, match="step"):
+        train_and_evaluate(config, str(workdir))
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["status"] == "diverged" and "loss" in summary["error"]
+    saved = sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
+    assert all(step < summary["step"] for step in saved)
+
+
+def test_no_recompilation_after_the_first_step(tmp_path, caplog):
+    config = tiny_config(tmp_path / "tfds", steps_=40)
+    config.train.eval_every = 10
+    jax.config.update("jax_log_compiles", True)
+    try:
+        with caplog.at_level(logging.WARNING):
+            train_and_evaluate(config, str(tmp_path / "run"))
+    finally:
+        jax.config.update("jax_log_compiles", False)
+    compiles = [r.getMessage() for r in caplog.records if "Compiling" in r.getMessage()]
+    assert sum("train_step" in m for m in compiles) == 1, compiles
+    # One eval compile per distinct eval batch shape (test and test_long pad differently).
+    assert sum("eval_step" in m for m in compiles) <= 2, compiles
+
+
+def test_bad_inputs_fail_before_compiling(tmp_path):
+    config = tiny_config(tmp_path / "tfds")
+    config.model.positional = "fourier"
+    with pytest.raises(ValueError, match="model.positional='fourier'"):
+        train_and_evaluate(config, str(tmp_path / "a"))
+    config = tiny_config(tmp_path / "tfds")
+    config.model.max_len = 4
+    with pytest.raises(ValueError, match="model.max_len=4"):
+        train_and_evaluate(config, str(tmp_path / "b"))
+    config = tiny_config(tmp_path / "tfds")
+    config.train.checkpoint_every = 15
+    with pytest.raises(ValueError, match="train.checkpoint_every=15"):
+        train_and_evaluate(config, str(tmp_path / "c"))
+    config = tiny_config(tmp_path / "tfds")
+    config.model.family = "decoder_only"
+    with pytest.raises(ValueError, match="model.family='decoder_only'"):
+        train_and_evaluate(config, str(tmp_path / "d"))
+    assert not (tmp_path / "a").exists()
+
+
+def test_refuses_to_resume_a_different_config(tmp_path):
+    config = tiny_config(tmp_path / "tfds", steps_=20)
+    train_and_evaluate(config, str(tmp_path / "run"))
+    config.model.norm = "rmsnorm"
+    with pytest.raises(ValueError, match="different config.model"):
+        train_and_evaluate(config, str(tmp_path / "run"))
