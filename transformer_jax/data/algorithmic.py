@@ -1,0 +1,116 @@
+"""Generators of the algorithmic sequence-to-sequence tasks, vectorised with numpy.
+
+Tasks follow the Universal Transformer paper (Dehghani et al., 2019, Sec. 3.3: copy, reverse,
+addition) and the "arithmetic as a language" homework (NTHU): `addition` maps "123+45" to
+"168". Token ids exclude EOS; the pipeline appends it.
+"""
+
+from typing import Literal
+
+import numpy as np
+
+from transformer_jax.data.info import NUM_SPECIAL_IDS
+
+Task = Literal["copy", "reverse", "sort", "addition"]
+TASKS: tuple[str, ...] = ("copy", "reverse", "sort", "addition")
+
+ADDITION_ALPHABET = "0123456789+"  # digit d is token id 3 + d, "+" is id 13.
+_PLUS_ID = NUM_SPECIAL_IDS + 10
+
+Example = tuple[np.ndarray, np.ndarray]  # (inputs int32 [Li], targets int32 [Lt])
+
+
+def max_lengths(task: Task, longest: int) -> tuple[int, int]:
+    """(max input tokens, max target tokens incl. EOS) when sequences have <= `longest` symbols.
+
+    For addition `longest` counts digits per operand: input "a+b" has <= 2 * longest + 1
+    tokens, the sum <= longest + 1 digits.
+    """
+    if task == "addition":
+        return 2 * longest + 1, longest + 2
+    return longest, longest + 1
+
+
+def _symbol_examples(
+    task: Task, rng: np.random.Generator, n: int, min_len: int, max_len: int, num_symbols: int
+) -> list[Example]:
+    lengths = rng.integers(min_len, max_len + 1, size=n)
+    tokens_NxL = rng.integers(0, num_symbols, size=(n, max_len)).astype(np.int32) + NUM_SPECIAL_IDS
+    examples = []
+    for row, length in zip(tokens_NxL, lengths, strict=True):
+        x = row[:length]
+        if task == "copy":
+            y = x.copy()
+        elif task == "reverse":
+            y = x[::-1].copy()
+        else:  # sort
+            y = np.sort(x)
+        examples.append((x.copy(), y))
+    return examples
+
+
+def _random_numbers(rng: np.random.Generator, n: int, min_len: int, max_len: int) -> tuple:
+    """Digits of n random numbers with min_len..max_len digits, least significant first.
+
+    Returns (digits int64 [n, max_len] zero beyond each length, lengths int64 [n]). The leading
+    digit is non-zero for multi-digit numbers so the digit count is exact.
+    """
+    lengths = rng.integers(min_len, max_len + 1, size=n)
+    digits_NxL = rng.integers(0, 10, size=(n, max_len))
+    cols = np.arange(max_len)
+    digits_NxL = np.where(cols[None, :] < lengths[:, None], digits_NxL, 0)
+    leading = rng.integers(1, 10, size=n)
+    multi = lengths > 1
+    digits_NxL[multi, lengths[multi] - 1] = leading[multi]
+    return digits_NxL, lengths
+
+
+def _addition_examples(
+    rng: np.random.Generator, n: int, min_len: int, max_len: int, reverse_answer: bool
+) -> list[Example]:
+    a_NxL, a_len = _random_numbers(rng, n, min_len, max_len)
+    b_NxL, b_len = _random_numbers(rng, n, min_len, max_len)
+    # Schoolbook addition, one column at a time over all examples at once.
+    sum_NxL = np.zeros((n, max_len + 1), dtype=np.int64)
+    carry = np.zeros(n, dtype=np.int64)
+    for col in range(max_len):
+        total = a_NxL[:, col] + b_NxL[:, col] + carry
+        sum_NxL[:, col], carry = total % 10, total // 10
+    sum_NxL[:, max_len] = carry
+    # Digit count = 1 + index of the most significant non-zero digit (at least 1, for "0").
+    nonzero = sum_NxL > 0
+    sum_len = np.where(nonzero.any(axis=1), max_len + 1 - np.argmax(nonzero[:, ::-1], axis=1), 1)
+
+    examples = []
+    for i in range(n):
+        a = a_NxL[i, : a_len[i]][::-1] + NUM_SPECIAL_IDS  # most significant digit first
+        b = b_NxL[i, : b_len[i]][::-1] + NUM_SPECIAL_IDS
+        s = sum_NxL[i, : sum_len[i]] + NUM_SPECIAL_IDS  # least significant digit first
+        x = np.concatenate([a, [_PLUS_ID], b]).astype(np.int32)
+        y = (s if reverse_answer else s[::-1]).astype(np.int32)
+        examples.append((x, y))
+    return examples
+
+
+def generate_examples(
+    task: Task,
+    rng: np.random.Generator,
+    num_examples: int,
+    *,
+    min_len: int,
+    max_len: int,
+    num_symbols: int = 10,
+    reverse_answer: bool = False,
+) -> list[Example]:
+    """`num_examples` (inputs, targets) pairs with lengths drawn uniformly in [min_len, max_len].
+
+    copy/reverse/sort: inputs are symbols (ids 3 .. 3 + num_symbols - 1); targets are the same,
+    reversed, or sorted. addition: each operand has min_len..max_len digits; the target is the
+    sum's digits, least significant first when `reverse_answer` (easier to learn: carries then
+    flow left to right, in generation order).
+    """
+    if task == "addition":
+        return _addition_examples(rng, num_examples, min_len, max_len, reverse_answer)
+    if task in ("copy", "reverse", "sort"):
+        return _symbol_examples(task, rng, num_examples, min_len, max_len, num_symbols)
+    raise ValueError(f"unknown algorithmic task {task!r}; valid: {TASKS}")

@@ -1,0 +1,127 @@
+"""The algorithmic seq2seq datasets (copy, reverse, sort, addition) behind the public API.
+
+Batches (contract): "inputs" int32 [B, max_input_len] (symbols, 0-padded, no BOS/EOS),
+"targets" int32 [B, max_target_len] (answer, EOS, 0-padding), "example_weights" float32 [B].
+"""
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+import grain
+import ml_collections
+import numpy as np
+
+from transformer_jax.data import algorithmic, builders, pipeline
+from transformer_jax.data.batching import Batch, rows_to_batches, seq2seq_row, stack
+from transformer_jax.data.checks import require, require_at_least, resolve_max_len
+from transformer_jax.data.info import DatasetInfo
+from transformer_jax.data.sources import open_split
+from transformer_jax.data.tokenizers import MAX_NUM_SYMBOLS, CharTokenizer, symbol_alphabet
+
+_READ_CHUNK = 1024  # examples per batched read when materialising an eval split
+
+
+def _check_lengths(cfg: ml_collections.ConfigDict) -> None:
+    require_at_least("min_len", cfg.min_len, 1)
+    require(cfg.max_len >= cfg.min_len, "max_len", cfg.max_len, f">= min_len={cfg.min_len}")
+    require_at_least("num_train", cfg.num_train, 1)
+    require_at_least("num_test", cfg.num_test, 1)
+    require_at_least("num_test_long", cfg.num_test_long, 0)
+    if cfg.num_test_long > 0:
+        # test_long measures length generalisation, so it must be strictly longer than train.
+        require(
+            cfg.long_min_len > cfg.max_len,
+            "long_min_len",
+            cfg.long_min_len,
+            f"> max_len={cfg.max_len} (test_long must be longer than train), or num_test_long=0",
+        )
+        require(
+            cfg.long_max_len >= cfg.long_min_len,
+            "long_max_len",
+            cfg.long_max_len,
+            f">= long_min_len={cfg.long_min_len}",
+        )
+
+
+class AlgorithmicData:
+    """Builds (once, into data_dir) and reads one algorithmic task; see `algorithmic.py`."""
+
+    def __init__(self, cfg: ml_collections.ConfigDict):
+        task = cfg.name
+        is_addition = task == "addition"
+        num_symbols = 10 if is_addition else cfg.num_symbols
+        if not is_addition:
+            require(
+                2 <= num_symbols <= MAX_NUM_SYMBOLS,
+                "num_symbols",
+                num_symbols,
+                f"2 .. {MAX_NUM_SYMBOLS}",
+            )
+        _check_lengths(cfg)
+        longest = cfg.long_max_len if cfg.num_test_long > 0 else cfg.max_len
+        need_in, need_tgt = algorithmic.max_lengths(task, longest)
+        why = f"{task} with sequences up to {longest} " + ("digits" if is_addition else "symbols")
+        max_input_len = resolve_max_len("max_input_len", cfg.max_input_len, need_in, why)
+        max_target_len = resolve_max_len(
+            "max_target_len", cfg.max_target_len, need_tgt, why + ", plus EOS"
+        )
+
+        config = builders.algorithmic_config(
+            task=task,
+            num_symbols=num_symbols,
+            min_len=cfg.min_len,
+            max_len=cfg.max_len,
+            long_min_len=cfg.long_min_len,
+            long_max_len=cfg.long_max_len,
+            num_train=cfg.num_train,
+            num_test=cfg.num_test,
+            num_test_long=cfg.num_test_long,
+            reverse_answer=bool(cfg.get("reverse_answer", False)),
+            data_seed=cfg.data_seed,
+        )
+        builder = builders.AlgorithmicSeq2seq(
+            config=config, data_dir=cfg.data_dir, file_format="array_record"
+        )
+        builders.prepare(builder)
+        self.tfds_name = f"{builder.name}/{config.name}"
+        self._data_dir = cfg.data_dir
+        alphabet = algorithmic.ADDITION_ALPHABET if is_addition else symbol_alphabet(num_symbols)
+        tokenizer = CharTokenizer(alphabet)
+        eval_splits = ("test", "test_long") if cfg.num_test_long > 0 else ("test",)
+        self.info = DatasetInfo(
+            name=task,
+            kind="seq2seq",
+            vocab_size=tokenizer.vocab_size,
+            max_input_len=max_input_len,
+            max_target_len=max_target_len,
+            eval_splits=eval_splits,
+            tokenizer=tokenizer,
+        )
+
+    def _rows(self, examples: Sequence[dict[str, Any]]) -> list:
+        i = self.info
+        return [
+            seq2seq_row(ex["inputs"], ex["targets"], i.max_input_len, i.max_target_len)
+            for ex in examples
+        ]
+
+    def _read_batch(self, source, indices: np.ndarray) -> Batch:
+        return stack(self._rows(source.__getitems__([int(i) for i in indices])))
+
+    def train_dataset(self, *, seed: int, batch_size: int) -> grain.IterDataset:
+        source = open_split(self.tfds_name, "train", self._data_dir)
+        return pipeline.shuffled_index_batches(
+            len(source),
+            seed=seed,
+            batch_size=batch_size,
+            make_batch=partial(self._read_batch, source),
+        )
+
+    def eval_batches(self, split: str, *, batch_size: int, max_examples: int | None) -> list:
+        source = open_split(self.tfds_name, split, self._data_dir)
+        n = len(source) if max_examples is None else min(len(source), max_examples)
+        rows = []
+        for start in range(0, n, _READ_CHUNK):
+            rows += self._rows(source.__getitems__(list(range(start, min(n, start + _READ_CHUNK)))))
+        return rows_to_batches(rows, batch_size)

@@ -1,0 +1,69 @@
+"""Fixed-shape rows and batches (contract): 0-padding, EOS after targets, example_weights.
+
+A ragged last eval batch is completed with all-zero rows of weight 0, so every batch has the
+same shapes and a jitted eval step compiles once.
+"""
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from transformer_jax.data.info import EOS_ID
+
+Row = dict[str, np.ndarray]
+Batch = dict[str, np.ndarray]
+
+
+def pad(ids: Sequence[int] | np.ndarray, length: int) -> np.ndarray:
+    """int32 [length]: `ids` then zeros. Callers guarantee len(ids) <= length."""
+    out = np.zeros(length, dtype=np.int32)
+    out[: len(ids)] = ids
+    return out
+
+
+def with_eos(ids: Sequence[int] | np.ndarray) -> np.ndarray:
+    return np.append(np.asarray(ids, dtype=np.int32), np.int32(EOS_ID))
+
+
+def seq2seq_row(inputs, targets, max_input_len: int, max_target_len: int) -> Row:
+    """{"inputs": [max_input_len], "targets": [max_target_len]}; targets get EOS appended."""
+    return {
+        "inputs": pad(inputs, max_input_len),
+        "targets": pad(with_eos(targets), max_target_len),
+    }
+
+
+def stack(rows: Sequence[Row], batch_size: int | None = None) -> Batch:
+    """Stacks rows into a batch [B, ...] with float32 example_weights [B].
+
+    With `batch_size` > len(rows), zero rows of weight 0 fill the batch up to `batch_size`.
+    """
+    size = len(rows) if batch_size is None else batch_size
+    batch = {}
+    for key in rows[0]:
+        values = np.stack([r[key] for r in rows])
+        filler = np.zeros((size - len(rows),) + values.shape[1:], dtype=values.dtype)
+        batch[key] = np.concatenate([values, filler])
+    weights = np.zeros(size, dtype=np.float32)
+    weights[: len(rows)] = 1.0
+    batch["example_weights"] = weights
+    return batch
+
+
+def add_example_weights(batch: Batch) -> Batch:
+    """Marks every row of a full (training) batch as a real example."""
+    size = len(next(iter(batch.values())))
+    return {**batch, "example_weights": np.ones(size, dtype=np.float32)}
+
+
+def rows_to_batches(rows: Iterable[Row], batch_size: int) -> list[Batch]:
+    """All rows in order, `batch_size` per batch; the last batch is filled with weight-0 rows."""
+    batches, pending = [], []
+    for row in rows:
+        pending.append(row)
+        if len(pending) == batch_size:
+            batches.append(stack(pending))
+            pending = []
+    if pending:
+        batches.append(stack(pending, batch_size))
+    return batches

@@ -1,0 +1,192 @@
+"""TFDS dataset builders for data that needs no download: algorithmic tasks and a local text file.
+
+Each builder is written as array_record (readable by `tfds.data_source` without TensorFlow).
+The builder-config name encodes every generation parameter (or the file's content hash), so
+different settings get different cache directories and an edited file is rebuilt.
+"""
+
+import dataclasses
+import hashlib
+import re
+from pathlib import Path
+
+import numpy as np
+import tensorflow_datasets as tfds
+
+from transformer_jax.data import algorithmic
+
+_TEXT_CHUNK_CHARS = 1 << 16  # characters per stored text example; keeps records small.
+
+
+def prepare(builder: tfds.core.DatasetBuilder) -> None:
+    """Builds the dataset unless it is already in its data_dir.
+
+    Parallel runs (a sweep) may build the same config at once: each writes a private
+    temporary directory, the first rename wins, and the others reuse its result.
+    """
+    if builder.is_prepared():
+        return
+    try:
+        builder.download_and_prepare()
+    except FileExistsError:
+        if not builder.is_prepared():
+            raise
+
+
+class _OfflineBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
+    """A builder that downloads nothing, so it has no URL-checksums file next to its code."""
+
+    @tfds.core.utils.classproperty
+    @classmethod
+    def code_path(cls) -> None:
+        # TFDS uses the code path only to find checksums. Its lookup needs the
+        # `importlib_resources` backport, which tfds 4.9.10 declares only for Python < 3.9.
+        return None
+
+
+@dataclasses.dataclass
+class AlgorithmicConfig(tfds.core.BuilderConfig):
+    """Parameters of one algorithmic task; see `algorithmic.generate_examples`."""
+
+    task: str = "copy"
+    num_symbols: int = 10
+    min_len: int = 1
+    max_len: int = 20
+    long_min_len: int = 21
+    long_max_len: int = 40
+    num_train: int = 1000
+    num_test: int = 100
+    num_test_long: int = 100
+    reverse_answer: bool = False
+    data_seed: int = 0
+
+
+def algorithmic_config(**params) -> AlgorithmicConfig:
+    """The config, named after every parameter.
+
+    E.g. "reverse-sym10-len1to20-long21to40-n1000-100-100-seed0".
+    """
+    c = AlgorithmicConfig(name="unnamed", **params)
+    symbols = "" if c.task == "addition" else f"-sym{c.num_symbols}"
+    answer = "-revans" if c.task == "addition" and c.reverse_answer else ""
+    c.name = (
+        f"{c.task}{symbols}-len{c.min_len}to{c.max_len}-long{c.long_min_len}to{c.long_max_len}"
+        f"-n{c.num_train}-{c.num_test}-{c.num_test_long}-seed{c.data_seed}{answer}"
+    )
+    return c
+
+
+class AlgorithmicSeq2seq(_OfflineBuilder, skip_registration=True):
+    """Copy / reverse / sort / addition with splits train, test and test_long (longer inputs)."""
+
+    name = "algorithmic_seq2seq"
+    VERSION = tfds.core.Version("1.0.0")
+    RELEASE_NOTES = {"1.0.0": "First version."}
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        return tfds.core.DatasetInfo(
+            builder=self,
+            description="Algorithmic seq2seq task (Universal Transformer, Dehghani et al. 2019).",
+            features=tfds.features.FeaturesDict(
+                {
+                    "inputs": tfds.features.Tensor(shape=(None,), dtype=np.int32),
+                    "targets": tfds.features.Tensor(shape=(None,), dtype=np.int32),
+                }
+            ),
+        )
+
+    def _split_generators(self, dl_manager):
+        del dl_manager  # Nothing to download.
+        c = self.builder_config
+        # One independent stream per split, so changing num_test never changes the train set.
+        train_ss, test_ss, long_ss = np.random.SeedSequence(c.data_seed).spawn(3)
+        splits = {
+            "train": (train_ss, c.num_train, c.min_len, c.max_len),
+            "test": (test_ss, c.num_test, c.min_len, c.max_len),
+        }
+        if c.num_test_long > 0:
+            splits["test_long"] = (long_ss, c.num_test_long, c.long_min_len, c.long_max_len)
+        return {name: self._generate_examples(*args) for name, args in splits.items()}
+
+    def _generate_examples(self, seed_seq, num_examples, min_len, max_len):
+        c = self.builder_config
+        examples = algorithmic.generate_examples(
+            c.task,
+            np.random.default_rng(seed_seq),
+            num_examples,
+            min_len=min_len,
+            max_len=max_len,
+            num_symbols=c.num_symbols,
+            reverse_answer=c.reverse_answer,
+        )
+        for i, (x, y) in enumerate(examples):
+            yield i, {"inputs": x, "targets": y}
+
+
+@dataclasses.dataclass
+class TextFileConfig(tfds.core.BuilderConfig):
+    """A local UTF-8 text file, identified by the SHA-256 of its bytes."""
+
+    path: str = ""
+    sha256: str = ""
+    validation_fraction: float = 0.1
+
+
+def text_file_config(path: Path, content: bytes, validation_fraction: float) -> TextFileConfig:
+    """Config named "<file stem>-<16 hex of sha256>-val<fraction>"."""
+    sha = hashlib.sha256(content).hexdigest()
+    stem = re.sub(r"[^A-Za-z0-9_\-]", "_", path.stem)[:40] or "file"
+    return TextFileConfig(
+        name=f"{stem}-{sha[:16]}-val{validation_fraction!r}",
+        path=str(path),
+        sha256=sha,
+        validation_fraction=validation_fraction,
+    )
+
+
+def split_text(text: str, validation_fraction: float) -> dict[str, str]:
+    """Character split: the first (1 - fraction) of the text is train, the rest validation."""
+    cut = int(len(text) * (1.0 - validation_fraction))
+    return {"train": text[:cut], "validation": text[cut:]}
+
+
+class LocalTextFile(_OfflineBuilder, skip_registration=True):
+    """Char-level LM data from a text file: splits train / validation, in file order.
+
+    Examples are consecutive chunks of the split's text ("text"); the metadata holds the
+    vocabulary, the sorted set of the file's characters.
+    """
+
+    name = "local_text_file"
+    VERSION = tfds.core.Version("1.0.0")
+    RELEASE_NOTES = {"1.0.0": "First version."}
+
+    def _read_text(self) -> str:
+        c = self.builder_config
+        content = Path(c.path).read_bytes()
+        if hashlib.sha256(content).hexdigest() != c.sha256:
+            raise ValueError(f"data.path={c.path!r} changed while its dataset was being built")
+        return content.decode("utf-8")
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        # Only building needs the vocabulary; reading restores it from metadata.json.
+        metadata = tfds.core.MetadataDict()
+        if not self.is_prepared() and self.builder_config.path:
+            metadata["vocabulary"] = "".join(sorted(set(self._read_text())))
+        return tfds.core.DatasetInfo(
+            builder=self,
+            description=f"Characters of {self.builder_config.path}.",
+            features=tfds.features.FeaturesDict({"text": tfds.features.Text()}),
+            metadata=metadata,
+            # Keep chunks in file order: the pipeline concatenates them back into the text.
+            disable_shuffling=True,
+        )
+
+    def _split_generators(self, dl_manager):
+        del dl_manager  # Nothing to download.
+        parts = split_text(self._read_text(), self.builder_config.validation_fraction)
+        return {name: self._generate_examples(text) for name, text in parts.items()}
+
+    def _generate_examples(self, text: str):
+        for i, start in enumerate(range(0, len(text), _TEXT_CHUNK_CHARS)):
+            yield i, {"text": text[start : start + _TEXT_CHUNK_CHARS]}

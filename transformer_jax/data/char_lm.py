@@ -1,0 +1,188 @@
+"""Character-level language modelling on a text stream: a local file or tiny_shakespeare.
+
+Without packing, rows are windows of seq_len consecutive characters (training: every start
+offset once per epoch, shuffled, as in nanoGPT's random crops; eval: consecutive windows
+covering the split, the last one 0-padded). With packing, documents are the paragraphs
+(blank-line separated), each followed by EOS, cut into pieces of <= seq_len and packed
+first-fit. Batches: "targets" int32 [B, seq_len] (+ "targets_segment_ids",
+"targets_positions" when packed) and "example_weights" float32 [B].
+"""
+
+import re
+from pathlib import Path
+
+import grain
+import ml_collections
+import numpy as np
+
+from transformer_jax.data import builders, pipeline
+from transformer_jax.data.batching import Batch, add_example_weights, pad, rows_to_batches
+from transformer_jax.data.checks import require, require_at_least
+from transformer_jax.data.info import EOS_ID, DatasetInfo
+from transformer_jax.data.sources import open_split, split_text
+from transformer_jax.data.tokenizers import CharTokenizer
+
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+
+
+def documents(tokenizer: CharTokenizer, text: str, seq_len: int) -> list[np.ndarray]:
+    """Paragraphs of `text` as token ids + EOS, cut into pieces of at most seq_len tokens."""
+    pieces = []
+    for paragraph in _PARAGRAPH_BREAK.split(text):
+        if not paragraph.strip():
+            continue
+        ids = np.append(tokenizer.encode_array(paragraph), np.int32(EOS_ID))
+        pieces += [ids[i : i + seq_len] for i in range(0, len(ids), seq_len)]
+    return pieces
+
+
+def _as_targets(ids: np.ndarray) -> dict[str, np.ndarray]:
+    return {"targets": ids}
+
+
+class CharStreamData:
+    """Reads the splits of a text dataset whose examples concatenate to the split's text."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        tfds_name: str,
+        data_dir: str,
+        tokenizer: CharTokenizer,
+        seq_len: int,
+        packing: bool,
+        eval_splits: tuple[str, ...],
+    ):
+        self.tfds_name = tfds_name
+        self._data_dir = data_dir
+        self._tokenizer = tokenizer
+        self._seq_len = seq_len
+        self._packing = packing
+        self.info = DatasetInfo(
+            name=name,
+            kind="lm",
+            vocab_size=tokenizer.vocab_size,
+            max_input_len=0,
+            max_target_len=seq_len,
+            eval_splits=eval_splits,
+            tokenizer=tokenizer,
+        )
+
+    def _text(self, split: str) -> str:
+        return split_text(open_split(self.tfds_name, split, self._data_dir))
+
+    def _train_windows(self, tokens: np.ndarray, starts: np.ndarray) -> Batch:
+        cols = np.arange(self._seq_len)
+        return {"targets": tokens[starts[:, None] + cols[None, :]]}  # [B, seq_len]
+
+    def train_dataset(self, *, seed: int, batch_size: int) -> grain.IterDataset:
+        text = self._text("train")
+        if self._packing:
+            docs = documents(self._tokenizer, text, self._seq_len)
+            rows = pipeline.shuffled_examples(docs, seed=seed, transform=_as_targets)
+            packed = pipeline.pack(
+                rows, seq_len=self._seq_len, num_bins=batch_size, seed=seed, shuffle_bins=True
+            )
+            return pipeline.train_batches(packed, batch_size)
+        tokens = self._tokenizer.encode_array(text)
+        batches = pipeline.shuffled_index_batches(
+            len(tokens) - self._seq_len + 1,
+            seed=seed,
+            batch_size=batch_size,
+            make_batch=lambda starts: self._train_windows(tokens, starts),
+        )
+        return batches.map(add_example_weights)
+
+    def eval_batches(self, split: str, *, batch_size: int, max_examples: int | None) -> list:
+        """Every window (or packed row) of the split once; max_examples caps windows/documents."""
+        text = self._text(split)
+        if self._packing:
+            docs = documents(self._tokenizer, text, self._seq_len)[:max_examples]
+            rows = grain.MapDataset.source(docs).map(_as_targets)
+            packed = pipeline.pack(
+                rows.to_iter_dataset(pipeline.EVAL_READ_OPTIONS),
+                seq_len=self._seq_len,
+                num_bins=batch_size,
+                seed=0,
+                shuffle_bins=False,
+            )
+            return rows_to_batches(packed, batch_size)
+        tokens = self._tokenizer.encode_array(text)
+        starts = range(0, len(tokens), self._seq_len)[:max_examples]
+        rows = ({"targets": pad(tokens[s : s + self._seq_len], self._seq_len)} for s in starts)
+        return rows_to_batches(rows, batch_size)
+
+
+def _check_seq_len(cfg: ml_collections.ConfigDict, train_chars: int) -> None:
+    require_at_least("seq_len", cfg.seq_len, 1)
+    # Unpacked training cuts windows of seq_len characters; the train split must hold one.
+    require(
+        cfg.packing or train_chars >= cfg.seq_len,
+        "seq_len",
+        cfg.seq_len,
+        f"<= {train_chars}, the number of training characters (or packing=True)",
+    )
+
+
+def _read_text_file(path_value: str) -> tuple[Path, bytes, str]:
+    require(bool(path_value), "path", path_value, "the path of a UTF-8 text file")
+    path = Path(path_value).expanduser()
+    require(path.is_file(), "path", path_value, "an existing file (not found or not a file)")
+    content = path.read_bytes()
+    require(len(content) > 0, "path", path_value, "a non-empty text file (this one is empty)")
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"data.path={path_value!r} is not UTF-8 text (invalid byte at offset {err.start}); "
+            f"valid: a UTF-8 encoded text file"
+        ) from err
+    return path, content, text
+
+
+def text_file_data(cfg: ml_collections.ConfigDict) -> CharStreamData:
+    """Char-level LM on `cfg.path`; the vocabulary is the sorted set of the file's characters."""
+    fraction = cfg.validation_fraction
+    require(0.0 < fraction < 1.0, "validation_fraction", fraction, "a number in (0, 1)")
+    path, content, text = _read_text_file(cfg.path)
+    sizes = {k: len(v) for k, v in builders.split_text(text, fraction).items()}
+    require(
+        min(sizes.values()) > 0,
+        "path",
+        cfg.path,
+        f"a file long enough for both splits (split sizes in characters: {sizes})",
+    )
+    _check_seq_len(cfg, sizes["train"])
+    config = builders.text_file_config(path.resolve(), content, fraction)
+    builder = builders.LocalTextFile(
+        config=config, data_dir=cfg.data_dir, file_format="array_record"
+    )
+    builders.prepare(builder)
+    return CharStreamData(
+        name="text_file",
+        tfds_name=f"{builder.name}/{config.name}",
+        data_dir=cfg.data_dir,
+        tokenizer=CharTokenizer(builder.info.metadata["vocabulary"]),
+        seq_len=cfg.seq_len,
+        packing=cfg.packing,
+        eval_splits=("validation",),
+    )
+
+
+def tiny_shakespeare_data(cfg: ml_collections.ConfigDict) -> CharStreamData:
+    """tiny_shakespeare from the TFDS catalog (must be prepared); characters of all splits."""
+    texts = {
+        s: split_text(open_split("tiny_shakespeare", s, cfg.data_dir))
+        for s in ("train", "validation", "test")
+    }
+    _check_seq_len(cfg, len(texts["train"]))
+    return CharStreamData(
+        name="tiny_shakespeare",
+        tfds_name="tiny_shakespeare",
+        data_dir=cfg.data_dir,
+        tokenizer=CharTokenizer("".join(sorted(set("".join(texts.values()))))),
+        seq_len=cfg.seq_len,
+        packing=cfg.packing,
+        eval_splits=("validation", "test"),
+    )

@@ -1,0 +1,51 @@
+"""Dataset description shared by every dataset: what the trainer needs to build a model.
+
+Token conventions (contract): PAD = 0, BOS = 1, EOS = 2; real tokens start at 3.
+"""
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
+PAD_ID = 0
+BOS_ID = 1
+EOS_ID = 2
+NUM_SPECIAL_IDS = 3
+
+Kind = Literal["seq2seq", "lm", "classification"]
+
+
+class Tokenizer(Protocol):
+    """Maps text to token ids and back; ids follow the PAD/BOS/EOS convention above."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+    """Static facts about a prepared dataset.
+
+    Attributes:
+      name: dataset name as in `config.data.name`.
+      kind: "seq2seq" (inputs -> targets), "lm" (targets only) or "classification".
+      vocab_size: number of token ids, including the 3 special ids.
+      max_input_len: padded length of "inputs" (0 for lm).
+      max_target_len: padded length of "targets" including the EOS slot (lm: seq_len).
+      eval_splits: splits that `make_eval_batches` accepts besides "train".
+      tokenizer: object with encode(str) -> list[int] and decode(list[int]) -> str.
+      num_classes: number of labels for classification, else 0.
+    """
+
+    name: str
+    kind: Kind
+    vocab_size: int
+    max_input_len: int
+    max_target_len: int
+    eval_splits: tuple[str, ...]
+    tokenizer: Tokenizer
+    num_classes: int = 0

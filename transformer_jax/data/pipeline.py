@@ -1,0 +1,67 @@
+"""grain building blocks shared by the datasets: shuffling, repeating, packing, batching.
+
+Training pipelines are index-based grain datasets (`MapDataset.shuffle(seed).repeat()`), so
+their iterator state is one position; `get_state()`/`set_state()` resume at exactly the same
+next batch.
+"""
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grain
+import numpy as np
+
+from transformer_jax.data.batching import Batch, Row, add_example_weights
+
+# Batches are prefetched by one background thread: enough to overlap the host work with a
+# training step on a small machine without competing with XLA for cores.
+TRAIN_READ_OPTIONS = grain.ReadOptions(num_threads=1, prefetch_buffer_size=4)
+# Per-example pipelines (tokenizing catalog text) need a few threads and a deeper buffer.
+EXAMPLE_READ_OPTIONS = grain.ReadOptions(num_threads=2, prefetch_buffer_size=256)
+EVAL_READ_OPTIONS = grain.ReadOptions(num_threads=0, prefetch_buffer_size=0)
+
+
+def shuffled_index_batches(
+    num_examples: int, *, seed: int, batch_size: int, make_batch: Callable[[np.ndarray], Batch]
+) -> grain.IterDataset:
+    """Endless batches built by `make_batch(indices int [batch_size])`, reshuffled every epoch.
+
+    Batching indices first lets `make_batch` read and pad a whole batch with one vectorised
+    call, much cheaper than one grain element per example.
+    """
+    ds = grain.MapDataset.range(num_examples).shuffle(seed=seed).repeat()
+    ds = ds.batch(batch_size, drop_remainder=True).map(make_batch)
+    return ds.to_iter_dataset(TRAIN_READ_OPTIONS)
+
+
+def shuffled_examples(
+    source: Sequence[Any], *, seed: int, transform: Callable[[Any], Row]
+) -> grain.IterDataset:
+    """Endless `transform(example)` rows of `source`, reshuffled every epoch.
+
+    `transform` may return None to drop an example (e.g. a too-long translation pair).
+    """
+    ds = grain.MapDataset.source(source).shuffle(seed=seed).repeat().map(transform)
+    return ds.to_iter_dataset(EXAMPLE_READ_OPTIONS)
+
+
+def pack(
+    rows: grain.IterDataset, *, seq_len: int, num_bins: int, seed: int, shuffle_bins: bool
+) -> grain.IterDataset:
+    """First-fit packing of {"targets": int32 [n <= seq_len]} rows into [seq_len] rows.
+
+    Adds "targets_segment_ids" (1, 2, ... per packed document, 0 on padding) and
+    "targets_positions" (position within its document), as in the flax lm1b example.
+    """
+    return grain.experimental.FirstFitPackIterDataset(
+        rows,
+        length_struct={"targets": seq_len},
+        num_packing_bins=num_bins,
+        seed=seed,
+        shuffle_bins=shuffle_bins,
+    )
+
+
+def train_batches(rows: grain.IterDataset, batch_size: int) -> grain.IterDataset:
+    """Full batches of fixed-shape rows with example_weights 1."""
+    return rows.batch(batch_size, drop_remainder=True).map(add_example_weights)

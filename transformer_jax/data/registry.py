@@ -1,0 +1,138 @@
+"""The one place that maps `config.data.name` to its defaults and its implementation."""
+
+import os
+from collections.abc import Callable
+
+import ml_collections
+
+from transformer_jax.data.algorithmic_data import AlgorithmicData
+from transformer_jax.data.char_lm import text_file_data, tiny_shakespeare_data
+from transformer_jax.data.wordpiece_data import Lm1bData, TranslationData
+
+DEFAULT_DATA_DIR = "~/tensorflow_datasets"
+
+
+def _common(name: str) -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.name = name  # dataset name; one of DATASETS
+    c.data_dir = os.path.expanduser(DEFAULT_DATA_DIR)  # where TFDS data is built and read
+    c.batch_size = 64  # examples (rows) per training batch
+    return c
+
+
+def _algorithmic(name: str) -> ml_collections.ConfigDict:
+    c = _common(name)
+    if name == "addition":
+        c.min_len = 1  # fewest digits per operand in train/test
+        c.max_len = 5  # most digits per operand in train/test
+        c.long_min_len = 6  # fewest digits per operand in test_long (> max_len)
+        c.long_max_len = 8  # most digits per operand in test_long
+        c.reverse_answer = False  # write the sum least significant digit first
+    else:
+        c.num_symbols = 10  # distinct symbols, token ids 3 .. 3 + num_symbols - 1
+        c.min_len = 1  # shortest train/test sequence, in symbols
+        c.max_len = 20  # longest train/test sequence, in symbols
+        c.long_min_len = 21  # shortest test_long sequence, in symbols (> max_len)
+        c.long_max_len = 40  # longest test_long sequence, in symbols
+    c.num_train = 100_000  # training examples generated (epochs reshuffle them)
+    c.num_test = 1_000  # test examples (same lengths as train)
+    c.num_test_long = 1_000  # test_long examples for length generalisation; 0 = no test_long
+    c.data_seed = 0  # seed that generates the dataset (part of its cache name)
+    c.max_input_len = -1  # padded inputs length in tokens; -1 = longest possible input
+    c.max_target_len = -1  # padded targets length in tokens incl. EOS; -1 = longest + 1
+    return c
+
+
+def _text_file(name: str) -> ml_collections.ConfigDict:
+    c = _common(name)
+    c.path = ""  # UTF-8 text file to model (required)
+    c.validation_fraction = 0.1  # fraction of characters, taken from the end, for validation
+    c.seq_len = 128  # characters per row
+    c.packing = False  # False: windows of the text; True: packed paragraphs + EOS
+    return c
+
+
+def _tiny_shakespeare(name: str) -> ml_collections.ConfigDict:
+    c = _common(name)
+    c.seq_len = 128  # characters per row
+    c.packing = False  # False: windows of the text; True: packed paragraphs + EOS
+    return c
+
+
+def _lm1b(name: str) -> ml_collections.ConfigDict:
+    c = _common(name)
+    c.seq_len = 128  # tokens per row; longer sentences are truncated
+    c.packing = True  # pack several sentences per row (segment ids + positions)
+    c.spm_vocab_size = 32_000  # SentencePiece vocabulary size, incl. pad/bos/eos/unk
+    c.spm_max_chars = 10_000_000  # characters of the train split used to train SentencePiece
+    return c
+
+
+def _wmt14(name: str) -> ml_collections.ConfigDict:
+    c = _common(name)
+    c.source_language = "en"  # language of "inputs"; "de" or "en"
+    c.target_language = "de"  # language of "targets"; "de" or "en"
+    c.max_input_len = 256  # padded inputs length in tokens; longer training pairs are dropped
+    c.max_target_len = 256  # padded targets length in tokens incl. EOS
+    c.spm_vocab_size = 32_000  # joint SentencePiece vocabulary size, incl. pad/bos/eos/unk
+    c.spm_max_chars = 10_000_000  # characters of the train split used to train SentencePiece
+    return c
+
+
+# name -> (default config, implementation built from the checked config).
+DATASETS: dict[str, tuple[Callable[[str], ml_collections.ConfigDict], Callable]] = {
+    "copy": (_algorithmic, AlgorithmicData),
+    "reverse": (_algorithmic, AlgorithmicData),
+    "sort": (_algorithmic, AlgorithmicData),
+    "addition": (_algorithmic, AlgorithmicData),
+    "text_file": (_text_file, text_file_data),
+    "tiny_shakespeare": (_tiny_shakespeare, tiny_shakespeare_data),
+    "lm1b": (_lm1b, Lm1bData),
+    "wmt14_translate/de-en": (_wmt14, TranslationData),
+}
+
+
+def _check_name(name) -> None:
+    if name not in DATASETS:
+        raise ValueError(f"data.name={name!r} is not a known dataset; valid: {sorted(DATASETS)}")
+
+
+def default_data_config(name: str) -> ml_collections.ConfigDict:
+    """Documented default `config.data` for dataset `name` (see the comments in this file)."""
+    _check_name(name)
+    return DATASETS[name][0](name)
+
+
+def _same_type(default, value) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, int | float)
+    return isinstance(value, type(default))
+
+
+def checked_config(data_config) -> ml_collections.ConfigDict:
+    """`data_config` over the dataset's defaults, after checking field names and types."""
+    name = data_config.get("name") if hasattr(data_config, "get") else None
+    _check_name(name)
+    merged = default_data_config(name)
+    for key, value in data_config.items():
+        if key not in merged:
+            raise ValueError(
+                f"data.{key}={value!r} is not a field of dataset {name!r}; "
+                f"valid fields: {sorted(merged.keys())}"
+            )
+        if not _same_type(merged[key], value):
+            raise ValueError(
+                f"data.{key}={value!r} has type {type(value).__name__}; "
+                f"valid: a value of type {type(merged[key]).__name__}"
+            )
+        merged[key] = value
+    merged.data_dir = os.path.expanduser(merged.data_dir)
+    return merged
+
+
+def load(data_config):
+    """The implementation object (info, train_dataset, eval_batches) for `data_config`."""
+    cfg = checked_config(data_config)
+    return DATASETS[cfg.name][1](cfg)

@@ -1,0 +1,174 @@
+"""Tokenizers: a character vocabulary and a SentencePiece word-piece vocabulary.
+
+Both follow the contract ids: PAD = 0, BOS = 1, EOS = 2, real tokens from 3. `decode` stops
+at the first EOS and drops PAD/BOS, so it can print a generated or padded row directly.
+"""
+
+import os
+import string
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import sentencepiece as spm
+
+from transformer_jax.data.info import BOS_ID, EOS_ID, NUM_SPECIAL_IDS, PAD_ID
+
+# Symbols of the algorithmic tasks print as characters. ASCII alphanumerics come first in
+# code-point order, then CJK ideographs (all printable, code points above ASCII), so sorting
+# token ids and sorting the printed characters agree (this matters for the `sort` task).
+_ASCII_SYMBOLS = string.digits + string.ascii_uppercase + string.ascii_lowercase
+_CJK_START = 0x4E00
+MAX_NUM_SYMBOLS = len(_ASCII_SYMBOLS) + 20_000
+
+
+def symbol_alphabet(num_symbols: int) -> str:
+    """The first `num_symbols` printable symbols, in increasing code-point order."""
+    if not 1 <= num_symbols <= MAX_NUM_SYMBOLS:
+        raise ValueError(f"num_symbols={num_symbols} is invalid; valid: 1 .. {MAX_NUM_SYMBOLS}")
+    extra = max(0, num_symbols - len(_ASCII_SYMBOLS))
+    cjk = "".join(chr(_CJK_START + k) for k in range(extra))
+    return (_ASCII_SYMBOLS + cjk)[:num_symbols]
+
+
+def _strip_special(ids: Sequence[int]) -> list[int]:
+    """Cuts at the first EOS and drops PAD/BOS."""
+    out = []
+    for i in np.asarray(ids, dtype=np.int64).reshape(-1).tolist():
+        if i == EOS_ID:
+            break
+        if i not in (PAD_ID, BOS_ID):
+            out.append(i)
+    return out
+
+
+class CharTokenizer:
+    """One id per character: alphabet[k] <-> id 3 + k."""
+
+    def __init__(self, alphabet: str):
+        if not alphabet:
+            raise ValueError("CharTokenizer alphabet is empty; it needs at least one character")
+        if len(set(alphabet)) != len(alphabet):
+            raise ValueError(f"CharTokenizer alphabet has repeated characters: {alphabet!r}")
+        self.alphabet = alphabet
+        codes = np.array([ord(c) for c in alphabet], dtype=np.uint32)
+        order = np.argsort(codes)
+        # Sorted code points + their ids let encode_array map a whole text with searchsorted.
+        self._sorted_codes = codes[order]
+        self._ids_of_sorted = (order + NUM_SPECIAL_IDS).astype(np.int32)
+
+    @property
+    def vocab_size(self) -> int:
+        return NUM_SPECIAL_IDS + len(self.alphabet)
+
+    def encode_array(self, text: str) -> np.ndarray:
+        """Token ids of `text`, int32 [len(text)]; vectorised for long texts."""
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+        pos = np.minimum(np.searchsorted(self._sorted_codes, codes), len(self._sorted_codes) - 1)
+        known = self._sorted_codes[pos] == codes
+        if not known.all():
+            at = int(np.argmin(known))
+            raise ValueError(
+                f"character {text[at]!r} at position {at} is not in the vocabulary; "
+                f"valid characters: {self.alphabet!r}"
+            )
+        return self._ids_of_sorted[pos]
+
+    def encode(self, text: str) -> list[int]:
+        return self.encode_array(text).tolist()
+
+    def decode(self, ids: Sequence[int]) -> str:
+        chars = []
+        for i in _strip_special(ids):
+            if not NUM_SPECIAL_IDS <= i < self.vocab_size:
+                raise ValueError(
+                    f"token id {i} is out of range; valid ids: 0 .. {self.vocab_size - 1}"
+                )
+            chars.append(self.alphabet[i - NUM_SPECIAL_IDS])
+        return "".join(chars)
+
+
+class SentencePieceTokenizer:
+    """SentencePiece model (Kudo & Richardson, 2018) with pad 0, bos 1, eos 2, unk 3."""
+
+    def __init__(self, model_path: str | os.PathLike):
+        self.model_path = str(model_path)
+        self._sp = spm.SentencePieceProcessor(model_file=self.model_path)
+        got = (self._sp.pad_id(), self._sp.bos_id(), self._sp.eos_id())
+        if got != (PAD_ID, BOS_ID, EOS_ID):
+            raise ValueError(
+                f"SentencePiece model {self.model_path} has (pad, bos, eos) ids {got}; "
+                f"valid: {(PAD_ID, BOS_ID, EOS_ID)}"
+            )
+
+    @property
+    def vocab_size(self) -> int:
+        return self._sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._sp.encode(text))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        kept = _strip_special(ids)
+        bad = [i for i in kept if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(
+                f"token id {bad[0]} is out of range; valid ids: 0 .. {self.vocab_size - 1}"
+            )
+        return self._sp.decode(kept)
+
+
+def _training_lines(texts: Iterable[str], max_chars: int) -> list[str]:
+    """Non-empty lines of `texts`, stopping once `max_chars` characters are collected."""
+    lines, total = [], 0
+    for text in texts:
+        for line in text.splitlines():
+            line = line.strip()
+            if line:
+                lines.append(line)
+                total += len(line)
+        if total >= max_chars:
+            break
+    return lines
+
+
+def train_sentencepiece(
+    texts: Iterable[str], model_path: Path, *, vocab_size: int, max_chars: int
+) -> SentencePieceTokenizer:
+    """Trains a unigram SentencePiece model on the first `max_chars` characters of `texts`.
+
+    The file is written under a temporary name and renamed, so a crash or a concurrent run
+    never leaves a half-written model at `model_path`.
+    """
+    lines = _training_lines(texts, max_chars)
+    if not lines:
+        raise ValueError(f"no text to train the SentencePiece model {model_path} on")
+    model_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=model_path.parent) as tmp:
+        prefix = os.path.join(tmp, "spm")
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines),
+            model_prefix=prefix,
+            vocab_size=vocab_size,
+            model_type="unigram",
+            character_coverage=1.0,
+            pad_id=PAD_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            unk_id=NUM_SPECIAL_IDS,
+            # Small corpora (tests, tiny files) cannot fill a large vocabulary; take what fits.
+            hard_vocab_limit=False,
+            minloglevel=2,
+        )
+        os.replace(prefix + ".model", model_path)
+    return SentencePieceTokenizer(model_path)
+
+
+def load_or_train_sentencepiece(
+    model_path: Path, texts: Callable[[], Iterable[str]], *, vocab_size: int, max_chars: int
+) -> SentencePieceTokenizer:
+    """Loads the cached model at `model_path`, training it from `texts()` when missing."""
+    if model_path.exists():
+        return SentencePieceTokenizer(model_path)
+    return train_sentencepiece(texts(), model_path, vocab_size=vocab_size, max_chars=max_chars)

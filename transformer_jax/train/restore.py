@@ -1,0 +1,56 @@
+"""Loads a trained run back from its directory: config, dataset info, model and parameters."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import jax
+import ml_collections
+
+from transformer_jax import data
+from transformer_jax.config import ModelConfig
+from transformer_jax.models import build_model
+from transformer_jax.train import step as steps
+from transformer_jax.train.checkpoint import Checkpointer
+from transformer_jax.train.optimizer import make_optimizer
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedRun:
+    config: ml_collections.ConfigDict
+    model_config: ModelConfig
+    model: object  # the flax module
+    state: steps.TrainState
+    info: data.DatasetInfo
+
+    @property
+    def variables(self) -> dict:
+        variables = {"params": self.state.params}
+        if self.state.batch_stats:
+            variables["batch_stats"] = self.state.batch_stats
+        return variables
+
+
+def load_run(workdir: str, step: int | None = None) -> LoadedRun:
+    """The latest (or the given) checkpoint of a run written by `train_and_evaluate`."""
+    workdir = Path(workdir).expanduser()
+    config_path = workdir / "config.json"
+    if not config_path.exists():
+        raise ValueError(f"--workdir={workdir} holds no run (no config.json); train one first")
+    resolved = json.loads(config_path.read_text())
+    resolved.pop("git_commit", None)
+    config = ml_collections.ConfigDict(resolved)
+    model_config = ModelConfig.from_dict(resolved["model"])
+    model = build_model(model_config)
+    info = data.get_dataset_info(config.data)
+    optimizer = make_optimizer(config.train, model_config.d_model)
+    sample = next(iter(data.make_eval_batches(config.data, info.eval_splits[0], batch_size=2)))
+    abstract = jax.eval_shape(
+        lambda: steps.init_state(model, optimizer, sample, jax.random.PRNGKey(0))
+    )
+    with Checkpointer(workdir, every=1, keep=1_000_000) as checkpointer:
+        restored = checkpointer.restore(abstract, step=step)
+    if restored is None:
+        raise ValueError(f"--workdir={workdir} has no checkpoint to load")
+    state, _ = restored
+    return LoadedRun(config, model_config, model, state, info)
