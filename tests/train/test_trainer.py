@@ -24,17 +24,33 @@ REPO = Path(__file__).resolve().parents[2]
 
 def tiny_config(data_dir, steps_=60, **train):
     config = defaults.base_config("copy")
-    config.model.update(d_model=32, num_heads=2, d_ff=64, num_encoder_layers=1,
-                        num_decoder_layers=1, dropout_rate=0.1)
-    config.data.update(data_dir=str(data_dir), num_train=2000, num_test=64, num_test_long=64,
-                       max_len=8, long_min_len=9, long_max_len=12, batch_size=16)
+    config.model.update(
+        d_model=32,
+        num_heads=2,
+        d_ff=64,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dropout_rate=0.1,
+    )
+    config.data.update(
+        data_dir=str(data_dir),
+        num_train=2000,
+        num_test=64,
+        num_test_long=64,
+        max_len=8,
+        long_min_len=9,
+        long_max_len=12,
+        batch_size=16,
+    )
     train = {"log_every": 10, "eval_every": 30, "checkpoint_every": 20, "warmup_steps": 5, **train}
     config.train.update(steps=steps_, **train)
     return config
 
 
 def read_metrics(workdir):
-    lines = [json.loads(line) for line in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
+    lines = [
+        json.loads(line) for line in (Path(workdir) / "metrics.jsonl").read_text().splitlines()
+    ]
     for line in lines:
         line.pop("time"), line.pop("tokens_per_sec", None)
     return lines
@@ -77,16 +93,21 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
 
     workdir = tmp_path / "killed"
     command = [
-        sys.executable, "-m", "transformer_jax.main", "--config=configs/copy.py",
-        f"--workdir={workdir}", f"--config.data.data_dir={data_dir}",
+        sys.executable,
+        "-m",
+        "transformer_jax.main",
+        "--config=configs/copy.py",
+        f"--workdir={workdir}",
+        f"--config.data.data_dir={data_dir}",
     ]
     overrides = tiny_config(data_dir, steps_=80)
     for section in ("model", "data", "train"):
         for key, value in overrides[section].items():
             command.append(f"--config.{section}.{key}={value}")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 120
     while not (workdir / "checkpoints" / "20").exists() and time.time() < deadline:
         if process.poll() is not None:
@@ -131,8 +152,14 @@ def test_sigterm_saves_a_checkpoint_and_resume_continues(tmp_path):
 
 
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
-    config = tiny_config(tmp_path / "tfds", steps_=60, learning_rate=1e30, grad_clip_norm=0.0,
-                         schedule="constant", warmup_steps=0)
+    config = tiny_config(
+        tmp_path / "tfds",
+        steps_=60,
+        learning_rate=1e30,
+        grad_clip_norm=0.0,
+        schedule="constant",
+        warmup_steps=0,
+    )
     config.train.checkpoint_every = 10
     config.train.log_every = 10
     workdir = tmp_path / "run"

@@ -1,0 +1,71 @@
+"""Where and from what code a sweep ran: git commit and machine description for report headers."""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from typing import Any
+
+# Runs in a child process: initialising a backend in the sweep runner itself would hold GPU memory
+# that the training subprocesses need.
+_DEVICE_PROBE = """
+import json, jax
+devices = jax.devices()
+print(json.dumps({
+    "jax_version": jax.__version__,
+    "platform": devices[0].platform,
+    "device_kind": devices[0].device_kind,
+    "device_count": len(devices),
+    "devices": [str(d) for d in devices],
+}))
+"""
+
+
+def git_commit(cwd: str = ".") -> str:
+    """`git rev-parse HEAD` (suffixed "-dirty" with uncommitted changes); "unknown" outside git."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=30
+        )
+        if head.returncode != 0:
+            return "unknown"
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    commit = head.stdout.strip()
+    return commit + "-dirty" if status.returncode == 0 and status.stdout.strip() else commit
+
+
+def machine_info() -> dict[str, Any]:
+    """Host and accelerator description; device fields are "unknown" if jax cannot start."""
+    info: dict[str, Any] = {
+        "hostname": platform.node(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+    }
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", _DEVICE_PROBE], capture_output=True, text=True, timeout=300
+        )
+        info.update(json.loads(probe.stdout.strip().splitlines()[-1]))
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
+        info.update(platform="unknown", device_kind="unknown", device_count=0, devices=[])
+    return info
+
+
+def describe_machine(info: dict[str, Any]) -> str:
+    """One line, e.g. "1 x NVIDIA H200 (gpu), 16 CPUs, jax 0.10.2, Linux-...; host: h"."""
+    return (
+        f"{info.get('device_count', '?')} x {info.get('device_kind', 'unknown')} "
+        f"({info.get('platform', 'unknown')}), {info.get('cpu_count', '?')} CPUs, "
+        f"jax {info.get('jax_version', '?')}, {info.get('os', '?')}; "
+        f"host {info.get('hostname', '?')}"
+    )

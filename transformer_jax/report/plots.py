@@ -1,0 +1,154 @@
+"""Report figures: learning curves per variant and a bar chart of the main metric.
+
+Figures are built with matplotlib's object API (Figure + Agg canvas, no pyplot), so importing this
+module changes no global backend state and works on headless machines.
+"""
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FormatStrFormatter
+
+from transformer_jax.report.run_dirs import RunRecord, read_curve
+from transformer_jax.report.summary import VariantSummary
+
+
+def _new_figure(width: float = 7.0, height: float = 4.5) -> tuple[Figure, object]:
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def _aggregate(curves: Sequence[tuple[list[int], list[float]]]):
+    """Mean, min and max over runs at each logged step (runs missing a step are skipped there).
+
+    Returns steps [S] and mean/min/max [S] arrays over finite values.
+    """
+    by_step: dict[int, list[float]] = {}
+    for steps, values in curves:
+        for s, v in zip(steps, values, strict=True):
+            if math.isfinite(v):
+                by_step.setdefault(s, []).append(v)
+    steps = np.array(sorted(by_step))
+    vals = [np.array(by_step[s]) for s in steps]
+    return (
+        steps,
+        np.array([v.mean() for v in vals]),
+        np.array([v.min() for v in vals]),
+        np.array([v.max() for v in vals]),
+    )
+
+
+def plot_curves(
+    runs: Mapping[str, Sequence[RunRecord]],
+    split: str,
+    metric: str,
+    path: str,
+    baseline: str | None = None,
+) -> bool:
+    """Learning curve of split/metric vs step: per variant the mean over finished seeds with a
+    min-max band, and each diverged run as a dotted line ending in an x.
+
+    Returns False (writing nothing) when no run logged the metric at two steps or more.
+    """
+    fig, ax = _new_figure()
+    colors = [f"C{i % 10}" for i in range(len(runs))]
+    longest = 0
+    all_values = []
+    for color, (name, records) in zip(colors, runs.items(), strict=True):
+        finished = [read_curve(r.path, split, metric) for r in records if r.status == "finished"]
+        finished = [c for c in finished if c[0]]
+        if finished:
+            steps, mean, lo, hi = _aggregate(finished)
+            if len(steps):
+                label = f"{name} (n={len(finished)})" + (" [baseline]" if name == baseline else "")
+                # Markers when eval points are sparse, so short curves stay visible.
+                marker = "o" if len(steps) <= 30 else None
+                ax.plot(
+                    steps,
+                    mean,
+                    color=color,
+                    label=label,
+                    lw=2 if name == baseline else 1.3,
+                    marker=marker,
+                    ms=3,
+                )
+                ax.fill_between(steps, lo, hi, color=color, alpha=0.2, lw=0)
+                all_values += [*lo, *hi]
+                longest = max(longest, len(steps))
+        for r in records:
+            if r.status != "diverged":
+                continue
+            steps, values = read_curve(r.path, split, metric)
+            kept = [(s, v) for s, v in zip(steps, values, strict=True) if math.isfinite(v)]
+            if kept:
+                xs, ys = zip(*kept, strict=True)
+                ax.plot(xs, ys, color=color, ls=":", lw=1)
+                ax.plot(xs[-1:], ys[-1:], color=color, marker="x", ls="none")
+                all_values += list(ys)
+                longest = max(longest, len(xs))
+    if longest < 2:  # nothing logged, or a single evaluation: no curve to show
+        return False
+    if metric == "loss" and min(all_values) > 0:
+        ax.set_yscale("log")
+        # Plain numbers instead of 2x10^0-style labels on the minor ticks of a short log range.
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%.3g"))
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"{split} {metric}")
+    diverged = any(r.status == "diverged" for records in runs.values() for r in records)
+    ax.set_title(
+        f"{split}/{metric}: mean over finished seeds, band = min–max"
+        + (", dotted = diverged runs" if diverged else "")
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.savefig(path, dpi=120)
+    return True
+
+
+def plot_metric_bars(rows: Sequence[VariantSummary], metric: str, path: str) -> bool:
+    """Bar per variant at the mean of metric, error bar = sample std, dots = individual seeds.
+
+    Returns False (writing nothing) when no variant has a finished value.
+    """
+    if not any(row.metrics[metric].n for row in rows):
+        return False
+    fig, ax = _new_figure(max(4.0, 1.2 * len(rows) + 2.0), 4.5)
+    for i, row in enumerate(rows):
+        s = row.metrics[metric]
+        color = f"C{i % 10}"
+        if s.n:
+            ax.bar(
+                i,
+                s.mean,
+                yerr=s.std if s.n > 1 else None,
+                color=color,
+                alpha=0.6,
+                capsize=5,
+                hatch="//" if row.is_baseline else None,
+                edgecolor="black" if row.is_baseline else color,
+            )
+            ax.plot([i] * s.n, list(s.values.values()), "o", color="black", ms=3)
+        failed = row.n_diverged + row.n_failed
+        note = f"n={s.n}" + (f", {failed} div/failed" if failed else "")
+        ax.annotate(
+            note,
+            (i, 0),
+            xytext=(0, -28),
+            textcoords="offset points",
+            ha="center",
+            fontsize="x-small",
+            annotation_clip=False,
+        )
+    ax.set_xticks(
+        range(len(rows)), [r.name + ("\n(baseline)" if r.is_baseline else "") for r in rows]
+    )
+    ax.set_ylabel(metric)
+    ax.set_title(f"{metric}: mean ± sample std over seeds (dots = seeds)")
+    ax.grid(axis="y", alpha=0.3)
+    fig.savefig(path, dpi=120)
+    return True

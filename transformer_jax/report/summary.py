@@ -1,0 +1,167 @@
+"""Per-variant aggregation of a sweep's runs: the numbers behind every table and plot.
+
+Means and standard deviations are over finished runs only; diverged, failed and missing runs are
+counted, never silently dropped. Differences from the baseline are paired by seed (see stats.py).
+"""
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from transformer_jax.report import stats
+from transformer_jax.report.run_dirs import RunRecord, read_run
+from transformer_jax.sweeps import OverrideValue, Sweep
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricSummary:
+    """One final metric of one variant over its finished seeds.
+
+    diff is None for the baseline row itself.
+    """
+
+    values: dict[int, float]  # seed -> value, finished runs that report the metric
+    mean: float
+    std: float  # sample std (ddof=1); NaN for n < 2
+    diff: stats.PairedDifference | None
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+
+@dataclasses.dataclass(frozen=True)
+class VariantSummary:
+    """One table row: a variant's metrics, cost and run outcomes."""
+
+    name: str
+    overrides: Mapping[str, OverrideValue]
+    is_baseline: bool
+    runs: tuple[RunRecord, ...]
+    metrics: dict[str, MetricSummary]  # metric name ("split/metric") -> summary
+    num_params: tuple[int, ...]  # distinct parameter counts seen (one unless the config varies)
+    tokens_per_sec: float  # mean over finished runs; NaN if none
+    wall_time_s: float  # mean over finished runs; NaN if none
+
+    def count(self, *statuses: str) -> int:
+        return sum(r.status in statuses for r in self.runs)
+
+    @property
+    def n_finished(self) -> int:
+        return self.count("finished")
+
+    @property
+    def n_diverged(self) -> int:
+        return self.count("diverged")
+
+    @property
+    def n_failed(self) -> int:
+        return self.count("failed")
+
+    @property
+    def n_missing(self) -> int:
+        """Runs not (yet) done: interrupted, running now, or never started."""
+        return self.count("incomplete", "missing")
+
+
+def _finite_mean(values: Sequence[float | None]) -> float:
+    return stats.mean([float(v) for v in values if v is not None])
+
+
+def read_runs(sweep: Sweep, workdir: str) -> dict[str, tuple[RunRecord, ...]]:
+    """Every (variant, seed) of the sweep, in sweep order, read from its run directory."""
+    return {
+        name: tuple(read_run(workdir, name, seed) for seed in sweep.seeds)
+        for name in sweep.variants
+    }
+
+
+def summarize(
+    sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]], confidence: float = 0.95
+) -> list[VariantSummary]:
+    """One VariantSummary per variant, in the sweep's order."""
+
+    def metric_values(records: Sequence[RunRecord], metric: str) -> dict[int, float]:
+        values = {}
+        for r in records:
+            value = r.metric(metric) if r.status == "finished" else None
+            if value is not None:
+                values[r.seed] = value
+        return values
+
+    baseline_values = {m: metric_values(runs[sweep.baseline], m) for m in sweep.metrics}
+    rows = []
+    for name, overrides in sweep.variants.items():
+        records = tuple(runs[name])
+        finished = [r for r in records if r.status == "finished"]
+        metrics = {}
+        for m in sweep.metrics:
+            values = metric_values(records, m)
+            diff = (
+                None
+                if name == sweep.baseline
+                else stats.paired_difference(values, baseline_values[m], confidence)
+            )
+            metrics[m] = MetricSummary(
+                values=values,
+                mean=stats.mean(list(values.values())),
+                std=stats.sample_std(list(values.values())),
+                diff=diff,
+            )
+        rows.append(
+            VariantSummary(
+                name=name,
+                overrides=overrides,
+                is_baseline=name == sweep.baseline,
+                runs=records,
+                metrics=metrics,
+                num_params=tuple(
+                    sorted({r.num_params for r in records if r.num_params is not None})
+                ),
+                tokens_per_sec=_finite_mean([r.tokens_per_sec for r in finished]),
+                wall_time_s=_finite_mean([r.wall_time_s for r in finished]),
+            )
+        )
+    return rows
+
+
+def notes(sweep: Sweep, rows: Sequence[VariantSummary]) -> list[str]:
+    """Warnings a reader of the table must see: failures, missing metrics, mixed code versions."""
+    out = []
+    for row in rows:
+        for r in row.runs:
+            where = f"{r.variant}/seed_{r.seed}"
+            if r.status == "failed":
+                failure = r.failure or {}
+                tail = [line for line in failure.get("stderr_tail", "").splitlines() if line]
+                last = tail[-1].strip() if tail else (r.error or "no error output")
+                out.append(
+                    f"{where} failed (return code {failure.get('returncode')}): {last}; "
+                    f"see {r.path}/run.log"
+                )
+            elif r.status == "diverged":
+                out.append(
+                    f"{where} diverged at step {r.step}: {r.error or 'non-finite loss'}; "
+                    "excluded from means"
+                )
+            elif r.status == "incomplete":
+                out.append(f"{where} is incomplete (interrupted or still running)")
+            elif r.status == "missing":
+                out.append(f"{where} has not been run")
+        finished = [r for r in row.runs if r.status == "finished"]
+        for m in sweep.metrics:
+            lacking = [r for r in finished if r.metric(m) is None]
+            if lacking:
+                available = sorted(
+                    f"{split}/{key}" for split, ms in lacking[0].metrics.items() for key in ms
+                )
+                out.append(
+                    f"{m} is absent from summary.json of {len(lacking)} finished "
+                    f"run(s) of {row.name}; available: {', '.join(available) or 'none'}"
+                )
+    commits = sorted({r.git_commit for row in rows for r in row.runs if r.git_commit})
+    if len(commits) > 1:
+        out.append(f"runs were trained from different git commits: {', '.join(commits)}")
+    baseline = next(row for row in rows if row.is_baseline)
+    if baseline.n_finished == 0:
+        out.append(f"baseline {baseline.name} has no finished run: no differences can be computed")
+    return out

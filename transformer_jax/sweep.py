@@ -1,0 +1,424 @@
+r"""Runs an ablation sweep: every (variant, seed) as one trainer subprocess, then the report.
+
+    python -m transformer_jax.sweep --sweep=experiments/attention_scale.py --workdir=/tmp/scale
+
+Each run gets WORKDIR/<variant>/seed_<seed>/ and is launched as
+
+    python -m transformer_jax.main --config=<config>[:arg] --workdir=<run dir> \
+        --config.seed=<seed> --config.<key>=<value> ...
+
+with the exact command in command.txt and its output in run.log. Rerunning the same command
+resumes: finished and diverged runs (deterministic) are skipped, interrupted runs are relaunched
+with the same command (the trainer resumes from its checkpoints) and failed runs are retried. A
+failing run writes failure.json and the sweep carries on. The report (report.md, results.csv,
+table.tex, plots) is written at the end and can be regenerated with --report_only.
+"""
+
+import collections
+import json
+import os
+import shlex
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from absl import app, flags, logging
+
+from transformer_jax import sweep_launch
+from transformer_jax.report import environment, run_dirs
+from transformer_jax.report.report import SWEEP_FILE, read_sweep_json, write_report
+from transformer_jax.sweep_launch import RunSpec
+from transformer_jax.sweeps import Sweep, check_overrides, format_override, load_sweep
+
+DEFAULT_MAIN = "transformer_jax.main"
+QUICK_ARG = "quick"
+
+
+def build_argv(
+    sweep: Sweep,
+    variant: str,
+    seed: int,
+    path: str,
+    config_spec: str,
+    main_module: str = DEFAULT_MAIN,
+    python: str = sys.executable,
+) -> tuple[str, ...]:
+    """The trainer command of one run (ml_collections config flags for seed and overrides)."""
+    overrides = [f"--config.{k}={format_override(v)}" for k, v in sweep.variants[variant].items()]
+    return (
+        python,
+        "-m",
+        main_module,
+        f"--config={config_spec}",
+        f"--workdir={path}",
+        f"--config.seed={seed}",
+        *overrides,
+    )
+
+
+def plan(
+    sweep: Sweep,
+    workdir: str,
+    config_spec: str,
+    variants: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    main_module: str = DEFAULT_MAIN,
+) -> list[RunSpec]:
+    """The selected runs, variant-major in sweep order; selections must be part of the sweep."""
+    variants = list(sweep.variants) if not variants else list(variants)
+    seeds = list(sweep.seeds) if not seeds else list(seeds)
+    for v in variants:
+        if v not in sweep.variants:
+            raise ValueError(f"--variants contains {v!r}; valid: {', '.join(sweep.variants)}")
+    for s in seeds:
+        if s not in sweep.seeds:
+            raise ValueError(f"--seeds contains {s}; valid: {', '.join(map(str, sweep.seeds))}")
+    return [
+        RunSpec(
+            v,
+            s,
+            run_dirs.run_dir(workdir, v, s),
+            build_argv(sweep, v, s, run_dirs.run_dir(workdir, v, s), config_spec, main_module),
+        )
+        for v in sweep.variants
+        if v in variants
+        for s in sweep.seeds
+        if s in seeds
+    ]
+
+
+def _trainer_args(command_line: str) -> list[str]:
+    """Arguments after the interpreter in a command.txt line (drops `cd X &&` and VAR=value)."""
+    tokens = shlex.split(command_line)
+    if "&&" in tokens:
+        tokens = tokens[tokens.index("&&") + 1 :]
+    while tokens and "=" in tokens[0] and not tokens[0].startswith("-"):
+        tokens = tokens[1:]
+    return tokens[1:]
+
+
+def _read_command(path: str) -> str | None:
+    try:
+        with open(os.path.join(path, run_dirs.COMMAND_FILE)) as f:
+            lines = [line for line in f.read().splitlines() if line and not line.startswith("#")]
+    except FileNotFoundError:
+        return None
+    return lines[-1] if lines else None
+
+
+def check_commands(specs: Sequence[RunSpec]) -> None:
+    """Raises ValueError if a run directory was made by a different command.
+
+    Mixing results of another config, quick setting or override into a table would be silent
+    corruption; a changed sweep needs a fresh workdir. The interpreter path is not compared.
+    """
+    for spec in specs:
+        previous = _read_command(spec.path)
+        if previous is not None and _trainer_args(previous) != list(spec.argv[1:]):
+            raise ValueError(
+                f"run directory {spec.path} was made by a different command:\n  {previous}\n"
+                f"this sweep would run:\n  {shlex.join(spec.argv)}\n"
+                "use a new --workdir for a changed sweep (or delete that run directory)"
+            )
+
+
+def _fmt_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
+
+
+def update_sweep_json(
+    workdir: str,
+    sweep: Sweep,
+    sweep_file: str,
+    config_spec: str,
+    quick: bool,
+    main_module: str,
+    invocation: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Writes WORKDIR/sweep.json: the resolved sweep plus the history of launches."""
+    path = os.path.join(workdir, SWEEP_FILE)
+    previous: dict[str, Any] = {}
+    if os.path.isfile(path):
+        with open(path) as f:
+            previous = json.load(f)
+        if (previous.get("config_spec"), previous.get("config")) not in (
+            (None, None),
+            (config_spec, sweep.config),
+        ):
+            raise ValueError(
+                f"workdir {workdir} holds a sweep run with --config={previous['config_spec']}, "
+                f"not {config_spec} (--quick changes it); use a new --workdir"
+            )
+    resolved = {
+        "file": sweep_file,
+        **sweep.to_dict(),
+        "config_spec": config_spec,
+        "quick": quick,
+        "main_module": main_module,
+        "cwd": os.getcwd(),
+        "invocations": list(previous.get("invocations", [])),
+    }
+    if invocation is not None:
+        resolved["invocations"].append(dict(invocation))
+    os.makedirs(workdir, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(resolved, f, indent=2)
+    os.replace(tmp, path)
+    return resolved
+
+
+def run_sweep(
+    sweep: Sweep,
+    sweep_file: str,
+    workdir: str,
+    *,
+    variants: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    quick: bool = False,
+    parallel: int = 1,
+    main_module: str = DEFAULT_MAIN,
+    command: str = "",
+    machine: Mapping[str, Any] | None = None,
+) -> dict[str, int]:
+    """Runs the selected runs not yet done, then writes the report.
+
+    Args:
+      sweep, sweep_file: the loaded sweep and the path it came from.
+      workdir: sweep directory (created); runs go to WORKDIR/<variant>/seed_<seed>.
+      variants, seeds: subsets to run (default: all); the report always covers the whole sweep.
+      quick: pass get_config the argument "quick" (every run shrunk).
+      parallel: number of runs trained at once, each pinned to its own CPUs.
+      main_module: the trainer module run with `python -m`.
+      command: the sweep command line, recorded in sweep.json and the report.
+      machine: environment.machine_info() of this host (computed when None).
+
+    Returns:
+      Counts of the selected runs by final status (finished, diverged, failed, incomplete).
+    """
+    if parallel < 1:
+        raise ValueError(f"parallel = {parallel}: must be >= 1")
+    # Config arguments are comma-separated; every config understands "quick".
+    config_arg = ",".join(a for a in (sweep.config_arg, QUICK_ARG if quick else "") if a)
+    config_spec = f"{sweep.config}:{config_arg}" if config_arg else sweep.config
+    check_overrides(sweep, config_arg)
+    # Absolute run directories: the trainer's checkpointer needs them, and command.txt then
+    # works from any directory.
+    workdir = os.path.abspath(workdir)
+    specs = plan(sweep, workdir, config_spec, variants, seeds, main_module)
+    check_commands(specs)
+    os.makedirs(workdir, exist_ok=True)
+
+    with sweep_launch.WorkdirLock(workdir):
+        update_sweep_json(
+            workdir,
+            sweep,
+            sweep_file,
+            config_spec,
+            quick,
+            main_module,
+            {
+                "command": command,
+                "date": sweep_launch.now(),
+                "git_commit": environment.git_commit(),
+                "machine": dict(machine) if machine is not None else environment.machine_info(),
+                "variants": sorted({s.variant for s in specs}),
+                "seeds": sorted({s.seed for s in specs}),
+                "parallel": parallel,
+            },
+        )
+        before = {s: run_dirs.read_run(workdir, s.variant, s.seed).status for s in specs}
+        todo = [s for s in specs if before[s] not in run_dirs.DONE_STATUSES]
+        total, done = len(specs), len(specs) - len(todo)
+        kinds = collections.Counter(before[s] for s in todo)
+        logging.info(
+            "sweep %s: %d runs, %d already done (skipped), %d new, %d to resume, %d to retry",
+            sweep_file,
+            total,
+            done,
+            kinds["missing"],
+            kinds["incomplete"],
+            kinds["failed"],
+        )
+        outcomes = _run_all(workdir, todo, before, parallel, total, done, sweep.metrics)
+
+    counts = collections.Counter(
+        outcomes.get(s.name) or run_dirs.read_run(workdir, s.variant, s.seed).status for s in specs
+    )
+    report = write_report(workdir)
+    logging.info("sweep done: %s; report: %s", dict(counts), report)
+    return dict(counts)
+
+
+def _run_all(
+    workdir: str,
+    todo: Sequence[RunSpec],
+    before: Mapping[RunSpec, str],
+    parallel: int,
+    total: int,
+    done: int,
+    metrics: Sequence[str],
+) -> dict[str, str]:
+    """Schedules todo over `parallel` slots, logging progress; returns run name -> status."""
+    slots = sweep_launch.cpu_slots(parallel)
+    free = list(range(parallel))
+    pending = collections.deque(todo)
+    running: dict[int, sweep_launch.Launch] = {}
+    outcomes: dict[str, str] = {}
+    start, completed = time.monotonic(), 0
+    cwd = os.getcwd()
+    # SIGTERM (kill, a job scheduler) must stop the children too, like Ctrl-C: otherwise they
+    # keep training as orphans while the next launch starts the same runs again.
+    previous_handler = None
+    if threading.current_thread() is threading.main_thread():
+        previous_handler = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        while pending or running:
+            while pending and free:
+                slot, spec = free.pop(0), pending.popleft()
+                why = {"incomplete": " (resuming)", "failed": " (retrying after failure)"}
+                logging.info("start %s%s", spec.name, why.get(before[spec], ""))
+                running[slot] = sweep_launch.Launch(spec, slots[slot], cwd)
+            time.sleep(0.1)
+            for slot, run in list(running.items()):
+                if run.proc.poll() is None:
+                    continue
+                duration = run.close()
+                record = sweep_launch.record_outcome(workdir, run, duration)
+                del running[slot]
+                free.append(slot)
+                outcomes[run.spec.name] = record.status
+                completed += 1
+                done += 1
+                elapsed = time.monotonic() - start
+                eta = elapsed / completed * (total - done)
+                values = ", ".join(
+                    f"{m}={record.metric(m):.4g}" for m in metrics if record.metric(m) is not None
+                )
+                logging.info(
+                    "[%d/%d] %s %s in %s%s | sweep elapsed %s, ETA %s",
+                    done,
+                    total,
+                    run.spec.name,
+                    record.status.upper() if record.status != "finished" else "finished",
+                    _fmt_duration(duration),
+                    f" ({values})" if values else "",
+                    _fmt_duration(elapsed),
+                    _fmt_duration(eta),
+                )
+                if record.status == "failed":
+                    logging.warning(
+                        "%s failed: %s (see %s)",
+                        run.spec.name,
+                        (record.failure or {}).get("error"),
+                        os.path.join(run.spec.path, run_dirs.LOG_FILE),
+                    )
+    finally:
+        # Interrupted (Ctrl-C) or crashed: stop children so no orphan keeps training; their
+        # directories stay "incomplete" and the next launch resumes them.
+        if running:
+            logging.warning(
+                "stopping %d running run(s); they resume on the next launch", len(running)
+            )
+        for run in running.values():
+            run.terminate()
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
+    return outcomes
+
+
+def _interrupt(signum, frame):
+    del frame
+    raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
+
+
+def define_flags() -> None:
+    """Command-line flags; defined only when run as a program, so importing this module (tests,
+    the trainer's own flags in one process) defines nothing."""
+    flags.DEFINE_string("sweep", None, "Sweep file (Python) defining get_sweep().")
+    flags.DEFINE_string("workdir", None, "Sweep directory: runs, sweep.json, report.")
+    flags.DEFINE_list("variants", [], "Only run these variants (default: all).")
+    flags.DEFINE_list("seeds", [], "Only run these seeds (default: all of the sweep's).")
+    flags.DEFINE_bool("quick", False, "Shrink every run: --config=<config>:quick.")
+    flags.DEFINE_integer("parallel", 1, "Runs trained at once, each pinned to its own CPUs.")
+    flags.DEFINE_bool(
+        "report_only",
+        False,
+        "Only regenerate the report from WORKDIR (with --sweep: first replace the stored "
+        "definition, e.g. to add a metric).",
+    )
+    flags.DEFINE_string("main_module", DEFAULT_MAIN, "Trainer module run with python -m.")
+
+
+def main(argv: Sequence[str]) -> int:
+    try:
+        return _main(argv)
+    except ValueError as e:
+        # Bad input (sweep file, flags, workdir): the message says what to fix; no traceback.
+        print(f"sweep: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:
+        print(f"sweep: interrupted ({e}); rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+def results_section(report_path: str) -> str:
+    """The report's results table, for the console at the end of a sweep."""
+    with open(report_path) as f:
+        text = f.read()
+    start = text.find("## Results")
+    end = text.find("\n## ", start + 1)
+    return f"\n{text[start:end].strip()}\n\nFull report: {report_path}"
+
+
+def _main(argv: Sequence[str]) -> int:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    f = flags.FLAGS
+    workdir = f.workdir
+    if not workdir:
+        raise app.UsageError("--workdir is required")
+    try:
+        seeds = [int(s) for s in f.seeds]
+    except ValueError:
+        raise app.UsageError(f"--seeds={','.join(f.seeds)}: must be integers") from None
+    if f.report_only:
+        if f.sweep:
+            stored = read_sweep_json(workdir)
+            update_sweep_json(
+                workdir,
+                load_sweep(f.sweep),
+                f.sweep,
+                stored["config_spec"],
+                stored.get("quick", False),
+                stored.get("main_module", DEFAULT_MAIN),
+            )
+        print(write_report(workdir))
+        return 0
+    if not f.sweep:
+        raise app.UsageError("--sweep is required (unless --report_only)")
+    counts = run_sweep(
+        load_sweep(f.sweep),
+        f.sweep,
+        workdir,
+        variants=f.variants,
+        seeds=seeds,
+        quick=f.quick,
+        parallel=f.parallel,
+        main_module=f.main_module,
+        command=shlex.join(["python", "-m", "transformer_jax.sweep", *sys.argv[1:]]),
+    )
+    print(results_section(os.path.join(workdir, "report.md")))
+    # Failed or unfinished runs leave a non-zero exit so scripts notice; diverged runs are results.
+    return 1 if counts.get("failed") or counts.get("incomplete") else 0
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)

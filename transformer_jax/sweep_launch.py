@@ -1,0 +1,208 @@
+"""Launching one sweep run as a subprocess and recording how it ended.
+
+Used by transformer_jax.sweep: a run's stdout and stderr go to run.log (stderr also to a tail
+buffer for failure.json), parallel runs are pinned to disjoint CPUs, and a workdir lock keeps two
+runners from training the same run at once.
+"""
+
+import collections
+import contextlib
+import dataclasses
+import datetime
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import threading
+import time
+from typing import Any
+
+from absl import logging
+
+from transformer_jax.report import run_dirs
+
+STDERR_TAIL_LINES = 60
+LOCK_FILE = ".sweep.lock"
+TERMINATE_GRACE_S = 120
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One (variant, seed) run: where it lives and the argv that trains it."""
+
+    variant: str
+    seed: int
+    path: str
+    argv: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.variant}/seed_{self.seed}"
+
+
+def now() -> str:
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+class WorkdirLock:
+    """WORKDIR/.sweep.lock: two runners in one workdir would train the same run twice at once."""
+
+    def __init__(self, workdir: str):
+        self.path = os.path.join(workdir, LOCK_FILE)
+
+    def __enter__(self):
+        me = {"pid": os.getpid(), "hostname": socket.gethostname()}
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                with open(self.path) as f:
+                    other = json.load(f)
+            except (OSError, json.JSONDecodeError):
+                other = {}
+            if other.get("hostname") == me["hostname"] and not _alive(other.get("pid")):
+                os.remove(self.path)  # left behind by a runner that was killed
+                return self.__enter__()
+            raise ValueError(
+                f"another sweep runner ({other}) is using this workdir; wait for it, or delete "
+                f"{self.path} if it is no longer running"
+            ) from None
+        with os.fdopen(fd, "w") as f:
+            json.dump(me, f)
+        return self
+
+    def __exit__(self, *exc):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.path)
+
+
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cpu_slots(parallel: int) -> list[list[int] | None]:
+    """CPUs each of `parallel` concurrent runs is pinned to (None: no pinning for one run).
+
+    XLA's CPU client sizes its thread pools from the process's CPU affinity; pinning disjoint CPU
+    sets is what actually keeps parallel runs from oversubscribing the cores (XLA_FLAGS
+    --xla_cpu_multi_thread_eigen=false did not reduce the threads of jax 0.10 CPU matmuls).
+    """
+    if parallel <= 1 or not hasattr(os, "sched_getaffinity"):
+        return [None] * max(parallel, 1)
+    cpus = sorted(os.sched_getaffinity(0))
+    if parallel >= len(cpus):
+        return [[cpus[k % len(cpus)]] for k in range(parallel)]
+    per = len(cpus) // parallel
+    return [cpus[k * per : (k + 1) * per] for k in range(parallel)]
+
+
+class Launch:
+    """A launched run: its process and a thread copying stderr into run.log and a tail buffer."""
+
+    def __init__(self, spec: RunSpec, cpus: list[int] | None, cwd: str):
+        os.makedirs(spec.path, exist_ok=True)
+        env = dict(os.environ)
+        prefix = ""
+        if cpus is not None:
+            threads = {k: str(len(cpus)) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+            # Several runs share one accelerator: allocate on demand instead of 75% up front each.
+            threads["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+            env.update(threads)
+            prefix = " ".join(f"{k}={v}" for k, v in threads.items()) + " "
+        self.command_line = f"cd {shlex.quote(cwd)} && {prefix}{shlex.join(spec.argv)}"
+        with open(os.path.join(spec.path, run_dirs.COMMAND_FILE), "w") as f:
+            f.write(f"# sweep run {spec.name}\n")
+            if cpus is not None:
+                f.write(f"# pinned to CPUs {cpus} (sched_setaffinity) by --parallel\n")
+            f.write(self.command_line + "\n")
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(spec.path, run_dirs.FAILURE_FILE))
+        self.spec = spec
+        self.start = time.monotonic()
+        self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        # Unbuffered append: the child writes stdout to this file directly and the copier thread
+        # appends stderr lines, both with O_APPEND, so neither overwrites the other.
+        self.log = open(os.path.join(spec.path, run_dirs.LOG_FILE), "ab", buffering=0)  # noqa: SIM115
+        self.log.write(f"\n===== {now()} {self.command_line}\n".encode())
+        self.proc = subprocess.Popen(
+            spec.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+        )
+        if cpus is not None:
+            # OSError: the process already exited, nothing left to pin.
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(self.proc.pid, cpus)
+        self.copier = threading.Thread(target=self._copy_stderr, daemon=True)
+        self.copier.start()
+
+    def _copy_stderr(self):
+        for line in self.proc.stderr:
+            self.log.write(line)
+            self.tail.append(line.decode(errors="replace"))
+
+    def close(self) -> float:
+        """Waits for the stderr copy to finish; returns the run's duration in seconds."""
+        self.copier.join()
+        self.proc.stderr.close()
+        self.log.close()
+        return time.monotonic() - self.start
+
+    def terminate(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                # The trainer saves a checkpoint on SIGTERM before exiting; give it time.
+                self.proc.wait(timeout=TERMINATE_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.close()
+
+
+def record_outcome(workdir: str, run: "Launch", duration: float) -> run_dirs.RunRecord:
+    """Classifies a completed run and writes failure.json for a failed or diverged one."""
+    spec, rc = run.spec, run.proc.returncode
+    record = run_dirs.read_run(workdir, spec.variant, spec.seed)
+    if record.status == "finished":
+        if rc != 0:
+            logging.warning("%s wrote a finished summary but exited with %d", spec.name, rc)
+        return record
+    if record.status == "incomplete" and rc == 0:
+        # The trainer stops on SIGTERM/SIGINT after saving a checkpoint and exits 0 without a
+        # summary: an interruption, resumed by the next launch, not a failure.
+        logging.warning("%s stopped before finishing (signal?); rerun to resume", spec.name)
+        return record
+    tail = "".join(run.tail)
+    if record.status == "diverged":
+        error = record.error or "non-finite loss"
+    elif rc < 0:
+        error = f"killed by {signal.Signals(-rc).name}" + (" (out of memory?)" if rc == -9 else "")
+    else:
+        lines = [line.strip() for line in run.tail if line.strip()]
+        error = lines[-1] if lines else f"exited with code {rc}"
+    failure = {
+        "status": "diverged" if record.status == "diverged" else "failed",
+        "returncode": rc,
+        "error": error,
+        "stderr_tail": tail,
+        "command": run.command_line,
+        "date": now(),
+        "duration_s": duration,
+    }
+    with open(os.path.join(spec.path, run_dirs.FAILURE_FILE), "w") as f:
+        json.dump(failure, f, indent=2)
+    return run_dirs.read_run(workdir, spec.variant, spec.seed)

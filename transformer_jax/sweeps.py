@@ -1,0 +1,284 @@
+"""Sweep definitions: one ablation stated in a few lines, validated before anything runs.
+
+A sweep file is a Python file (usually in experiments/) whose module docstring states the claim
+tested and which defines `get_sweep() -> Sweep`:
+
+    '''Scaling attention logits by 1/sqrt(d_k) is needed to learn copy at d_model=256.'''
+    from transformer_jax.sweeps import Sweep
+
+    def get_sweep():
+        return Sweep(
+            config="configs/copy.py",
+            variants={"scaled": {}, "unscaled": {"model.attention_scale": "none"}},
+            seeds=(0, 1, 2),
+            metrics=("test/seq_accuracy", "test_long/token_accuracy"),
+            baseline="scaled",
+        )
+
+Each (variant, seed) becomes one `python -m transformer_jax.main` run with the variant's overrides
+passed as ml_collections config flags (`--config.model.attention_scale=none`).
+"""
+
+import dataclasses
+import importlib.util
+import math
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ml_collections.config_flags import config_path
+
+OverrideValue = bool | int | float | str | tuple
+_SCALARS = (bool, int, float, str)
+# Variant names become directory names; keep them portable and free of path separators.
+_VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_DOTTED_KEY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def _check_value(variant: str, key: str, value: Any) -> None:
+    """Raises ValueError unless value can be written as a config flag and parsed back exactly."""
+    where = f"variants[{variant!r}][{key!r}]"
+    if isinstance(value, list | tuple):
+        for item in value:
+            if isinstance(item, list | tuple):
+                raise ValueError(f"{where} = {value!r}: nested tuples are not supported")
+            _check_value(variant, key, item)
+        return
+    if not isinstance(value, _SCALARS):
+        raise ValueError(
+            f"{where} = {value!r} has type {type(value).__name__}; valid types: bool, int, "
+            "float, str or a tuple of those (None cannot be passed as a config flag override)"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where} = {value!r}: must be a finite number")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """One ablation: variants of a base config, each trained with every seed.
+
+    Attributes:
+      config: path of the base config file (ml_collections, `get_config(arg)`), relative to the
+        directory the sweep is launched from, e.g. "configs/copy.py".
+      variants: variant name -> config overrides in dotted form, e.g.
+        {"no_scale": {"model.attention_scale": "none"}}; {} is the unchanged base config.
+      seeds: seeds every variant is trained with (passed as --config.seed).
+      metrics: final metrics reported, "split/metric" meaning summary.json
+        metrics[split][metric], e.g. "test/seq_accuracy"; the first is the main one (bar chart).
+      baseline: the variant others are compared against (paired by seed).
+      description: the claim tested; load_sweep fills it from the module docstring when empty.
+      config_arg: argument passed to get_config (`--config=configs/copy.py:<config_arg>`).
+    """
+
+    config: str
+    variants: Mapping[str, Mapping[str, OverrideValue]]
+    seeds: tuple[int, ...]
+    metrics: tuple[str, ...]
+    baseline: str
+    description: str = ""
+    config_arg: str = ""
+
+    def __post_init__(self):
+        if isinstance(self.config, str) and ":" in self.config:
+            raise ValueError(
+                f"config = {self.config!r}: put the get_config argument in config_arg, "
+                "not after a colon"
+            )
+        if not isinstance(self.config, str) or not self.config.endswith(".py"):
+            raise ValueError(f"config = {self.config!r}: must be the path of a .py config file")
+        if not isinstance(self.config_arg, str):
+            raise ValueError(f"config_arg = {self.config_arg!r}: must be a str")
+        if not isinstance(self.description, str):
+            raise ValueError(f"description = {self.description!r}: must be a str")
+
+        if not isinstance(self.variants, Mapping) or not self.variants:
+            raise ValueError(
+                f"variants = {self.variants!r}: must be a non-empty dict of "
+                "name -> {dotted.key: value}"
+            )
+        variants = {}
+        for name, overrides in self.variants.items():
+            if not isinstance(name, str) or not _VARIANT_NAME.fullmatch(name):
+                raise ValueError(
+                    f"variant name {name!r}: must match {_VARIANT_NAME.pattern} "
+                    "(it names the run directory)"
+                )
+            if not isinstance(overrides, Mapping):
+                raise ValueError(f"variants[{name!r}] = {overrides!r}: must be a dict of overrides")
+            for key, value in overrides.items():
+                if not isinstance(key, str) or not _DOTTED_KEY.fullmatch(key):
+                    raise ValueError(
+                        f"variants[{name!r}] key {key!r}: must be a dotted config path "
+                        "like 'model.attention_scale'"
+                    )
+                if key == "seed":
+                    raise ValueError(
+                        f"variants[{name!r}] overrides 'seed'; seeds are set by the sweep's "
+                        "seeds field"
+                    )
+                _check_value(name, key, value)
+            variants[name] = {
+                k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()
+            }
+        object.__setattr__(self, "variants", variants)
+
+        seeds = tuple(self.seeds) if isinstance(self.seeds, list | tuple) else None
+        if not seeds:
+            raise ValueError(f"seeds = {self.seeds!r}: must be a non-empty tuple of ints")
+        for seed in seeds:
+            if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+                raise ValueError(f"seeds contains {seed!r}: seeds must be ints >= 0")
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds = {seeds!r}: contains duplicates")
+        object.__setattr__(self, "seeds", seeds)
+
+        metrics = tuple(self.metrics) if isinstance(self.metrics, list | tuple) else None
+        if not metrics:
+            raise ValueError(
+                f"metrics = {self.metrics!r}: must be a non-empty tuple like ('test/seq_accuracy',)"
+            )
+        for metric in metrics:
+            split, _, key = metric.partition("/") if isinstance(metric, str) else ("", "", "")
+            if not split or not key:
+                raise ValueError(
+                    f"metrics contains {metric!r}: must be 'split/metric' (summary.json "
+                    "metrics[split][metric]), e.g. 'test/seq_accuracy'"
+                )
+        if len(set(metrics)) != len(metrics):
+            raise ValueError(f"metrics = {metrics!r}: contains duplicates")
+        object.__setattr__(self, "metrics", metrics)
+
+        if self.baseline not in variants:
+            raise ValueError(
+                f"baseline = {self.baseline!r}: must be one of the variants {sorted(variants)}"
+            )
+
+    @property
+    def config_spec(self) -> str:
+        """The --config flag value: path, plus ':arg' when config_arg is set."""
+        return f"{self.config}:{self.config_arg}" if self.config_arg else self.config
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (tuples become lists); inverse of from_dict."""
+        return {
+            "config": self.config,
+            "config_arg": self.config_arg,
+            "variants": {
+                n: {k: _jsonable(v) for k, v in o.items()} for n, o in self.variants.items()
+            },
+            "seeds": list(self.seeds),
+            "metrics": list(self.metrics),
+            "baseline": self.baseline,
+            "description": self.description,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Sweep":
+        """Rebuilds (and revalidates) a Sweep from to_dict's output, e.g. read from sweep.json."""
+        return cls(
+            config=d["config"],
+            config_arg=d.get("config_arg", ""),
+            variants=d["variants"],
+            seeds=tuple(d["seeds"]),
+            metrics=tuple(d["metrics"]),
+            baseline=d["baseline"],
+            description=d.get("description", ""),
+        )
+
+
+def _jsonable(value: OverrideValue) -> Any:
+    return [_jsonable(v) for v in value] if isinstance(value, tuple) else value
+
+
+def load_sweep(path: str) -> Sweep:
+    """Imports a sweep file by path and returns its validated Sweep, description filled in."""
+    if not os.path.isfile(path):
+        raise ValueError(f"sweep file {path!r} does not exist")
+    name = "_sweep_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    get_sweep = getattr(module, "get_sweep", None)
+    if not callable(get_sweep):
+        raise ValueError(f"sweep file {path!r} must define get_sweep() returning a Sweep")
+    sweep = get_sweep()
+    if not isinstance(sweep, Sweep):
+        raise ValueError(
+            f"get_sweep() in {path!r} returned {type(sweep).__name__}; it must return a "
+            "transformer_jax.sweeps.Sweep"
+        )
+    if not sweep.description.strip():
+        doc = (module.__doc__ or "").strip()
+        if not doc:
+            raise ValueError(
+                f"description of {path!r} is empty: state the claim tested in the module "
+                "docstring or in Sweep(description=...)"
+            )
+        sweep = dataclasses.replace(sweep, description=doc)
+    return sweep
+
+
+def format_override(value: OverrideValue) -> str:
+    """Text of a `--config.<key>=<text>` flag that ml_collections parses back to value.
+
+    Booleans are lower case (absl's BooleanParser), floats use repr (exact round trip), tuples
+    use repr (config_flags' TupleParser runs ast.literal_eval).
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, tuple):
+        return repr(value)
+    return str(value)
+
+
+def _load_config(path: str, arg: str) -> Any:
+    """Calls get_config the way ml_collections' config_flags does (argument only when given)."""
+    spec = importlib.util.spec_from_file_location("_sweep_base_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(arg) if arg else module.get_config()
+
+
+def check_overrides(sweep: Sweep, config_arg: str) -> None:
+    """Raises ValueError unless every override names an existing config field of a matching type.
+
+    This catches a typo in one variant before any run starts, instead of hours later when that
+    variant's runs fail. config_arg is the argument actually passed (it may be "quick").
+    """
+    if not os.path.isfile(sweep.config):
+        raise ValueError(
+            f"config = {sweep.config!r} does not exist (relative to {os.getcwd()!r}); "
+            "launch the sweep from the repository root"
+        )
+    config = _load_config(sweep.config, config_arg)
+    for name, overrides in sweep.variants.items():
+        for key, value in overrides.items():
+            try:
+                field_type = config_path.get_type(key, config)
+            except (KeyError, AttributeError, IndexError) as e:
+                raise ValueError(
+                    f"variants[{name!r}] overrides {key!r}, which is not a field of "
+                    f"{sweep.config} ({e})"
+                ) from None
+            ok = {
+                bool: lambda v: isinstance(v, bool),
+                int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+                float: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+                str: lambda v: isinstance(v, str),
+                tuple: lambda v: isinstance(v, tuple),
+            }.get(field_type)
+            if ok is None:
+                raise ValueError(
+                    f"variants[{name!r}] overrides {key!r}, whose type in {sweep.config} is "
+                    f"{getattr(field_type, '__name__', field_type)}; config flags can only "
+                    "override bool, int, float, str and tuple fields (use a typed "
+                    "ml_collections placeholder for fields that default to None)"
+                )
+            if not ok(value):
+                raise ValueError(
+                    f"variants[{name!r}][{key!r}] = {value!r} ({type(value).__name__}), but the "
+                    f"field in {sweep.config} is {field_type.__name__}"
+                )
