@@ -1,4 +1,4 @@
-"""Sort: the decoder writes the input symbols in ascending order (Universal Transformer paper, §3.1).
+"""Sort: the decoder writes the input symbols in ascending order (UT paper, §3.1).
 
 A small encoder-decoder on sequences of 1-20 symbols; test_long holds 21-40. Runs in minutes on
 a laptop CPU:  python -m transformer_jax.main --config=configs/copy.py --workdir=runs/sort

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 # The valid names of every switch; the layers' registries are keyed by the same strings.
-FAMILIES = ("encoder_decoder", "decoder_only", "encoder_classifier")
+FAMILIES = ("encoder_decoder", "decoder_only", "encoder_classifier", "vit")
+CLASSIFIERS = ("encoder_classifier", "vit")  # families that map inputs to one label
 ATTENTION_SCALES = ("sqrt_dk", "none", "constant", "learned")
 ATTENTION_IMPLS = ("einsum", "jax")
 POSITIONALS = ("sinusoidal", "learned", "rotary", "alibi", "none", "index")
@@ -33,7 +34,7 @@ class ModelConfig:
 
     family: str = "encoder_decoder"
     vocab_size: int = 32  # Token ids, including PAD=0, BOS=1, EOS=2.
-    num_classes: int = 0  # encoder_classifier only: size of the label set.
+    num_classes: int = 0  # encoder_classifier and vit: size of the label set.
 
     d_model: int = 128
     num_heads: int = 4
@@ -61,13 +62,19 @@ class ModelConfig:
     norm_position: str = "post"  # post: Norm(x + F(x)) (the paper); pre: x + F(Norm(x)).
     norm_epsilon: float = 1e-6
     dyt_alpha_init: float = 0.5  # DyT's scalar alpha at initialisation (Zhu et al. 2025).
+    dyt_learnable_alpha: bool = True  # False: alpha stays at dyt_alpha_init (the paper's ablation).
     residual: bool = True  # False removes every residual connection (NCCU ablation).
 
     activation: str = "relu"
     scale_embeddings: bool = True  # Multiply token embeddings by sqrt(d_model) (paper §3.4).
     tie_output_embeddings: bool = True  # Output projection = transposed token embedding.
     share_source_target_embeddings: bool = True  # One table for encoder and decoder tokens.
-    pooling: str = "cls"  # encoder_classifier: a prepended class token, or the mean.
+    pooling: str = "cls"  # encoder_classifier, vit: a prepended class token, or the mean.
+
+    # vit only (Dosovitskiy et al. 2021): square images cut into square, non-overlapping patches.
+    image_size: int = 32  # Image height = width, in pixels.
+    num_channels: int = 3  # Colour channels of the images.
+    patch_size: int = 4  # Patch height = width, in pixels; must divide image_size.
 
     dtype: str = "float32"  # Compute dtype; parameters, softmax, logits and loss stay float32.
 
@@ -81,8 +88,10 @@ class ModelConfig:
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_choice("pooling", self.pooling, POOLINGS)
         _check_choice("dtype", self.dtype, DTYPES)
-        for name in ("vocab_size", "d_model", "num_heads", "d_ff", "max_len"):
+        for name in ("d_model", "num_heads", "d_ff", "max_len"):
             _check_positive(name, getattr(self, name))
+        if self.family != "vit":  # a ViT reads pixels, not token ids
+            _check_positive("vocab_size", self.vocab_size)
         for name in ("num_encoder_layers", "num_decoder_layers", "num_kv_heads", "sliding_window"):
             _check_non_negative(name, getattr(self, name))
         if self.d_model % self.num_heads:
@@ -128,10 +137,26 @@ class ModelConfig:
                 f"num_decoder_layers >= 1, got {self.num_encoder_layers} and "
                 f"{self.num_decoder_layers}"
             )
-        if self.family == "encoder_classifier" and self.num_classes < 2:
+        if self.family in CLASSIFIERS and self.num_classes < 2:
             raise ValueError(
                 f"model.num_classes={self.num_classes} must be >= 2 for "
-                "model.family='encoder_classifier'"
+                f"model.family={self.family!r}"
+            )
+        if self.family == "vit":
+            self._check_vit()
+
+    def _check_vit(self):
+        for name in ("image_size", "num_channels", "patch_size"):
+            _check_positive(name, getattr(self, name))
+        if self.image_size % self.patch_size:
+            raise ValueError(
+                f"model.patch_size={self.patch_size} must divide model.image_size="
+                f"{self.image_size}; valid patch sizes: {_divisors(self.image_size)}"
+            )
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            raise ValueError(
+                f"model.d_model={self.d_model} must be even for a vit with "
+                "model.positional='sinusoidal' (half the features encode rows, half columns)"
             )
 
     @property
@@ -141,6 +166,11 @@ class ModelConfig:
     @property
     def kv_heads(self) -> int:
         return self.num_kv_heads or self.num_heads
+
+    @property
+    def num_patches(self) -> int:
+        """vit: patches per image, (image_size / patch_size)^2."""
+        return (self.image_size // self.patch_size) ** 2
 
     @classmethod
     def from_dict(cls, fields: Mapping[str, Any]) -> "ModelConfig":

@@ -13,9 +13,10 @@ from transformer_jax.config import ModelConfig
 
 
 def model_config(**overrides) -> ml_collections.ConfigDict:
-    """`ModelConfig`'s defaults as a ConfigDict; vocab_size and max_len come from the data (-1)."""
+    """`ModelConfig`'s defaults as a ConfigDict; vocab_size, max_len, image_size and num_channels
+    come from the data (-1)."""
     fields = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
-    fields.update(vocab_size=-1, max_len=-1)
+    fields.update(vocab_size=-1, max_len=-1, image_size=-1, num_channels=-1)
     unknown = sorted(set(overrides) - set(fields))
     if unknown:
         raise ValueError(f"unknown model config field(s) {unknown}; valid: {sorted(fields)}")
@@ -42,6 +43,9 @@ def train_config(**overrides) -> ml_collections.ConfigDict:
     t.checkpoint_every = 500  # steps between checkpoints (a multiple of log_every)
     t.keep_checkpoints = 2  # newest checkpoints kept on disk
     t.diagnostics = True  # attention entropy / max weight / logit std per layer at eval
+    # seq2seq only (ignored otherwise): also greedy-decode every eval batch, the decoder reading
+    # its own outputs, and log gen_seq_accuracy, the fraction of outputs equal to the target.
+    t.generate_eval = True
     t.update(overrides)
     return t
 

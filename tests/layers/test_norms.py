@@ -42,6 +42,16 @@ def test_dyt_formula_and_alpha_init():
     np.testing.assert_allclose(module.apply(params, X), 2.0 * np.tanh(0.7 * X) + 0.5, rtol=1e-5)
 
 
+def test_dyt_fixed_alpha_is_a_constant_not_a_parameter():
+    cfg = ModelConfig(norm="dyt", dyt_alpha_init=0.7, dyt_learnable_alpha=False)
+    module = norms.make_norm(cfg)
+    variables = module.init(jax.random.PRNGKey(0), X)
+    assert set(variables["params"]) == {"scale", "bias"}
+    np.testing.assert_allclose(module.apply(variables, X), np.tanh(0.7 * X), rtol=1e-5)
+    learnable = norms.make_norm(cfg.replace(dyt_learnable_alpha=True))
+    assert "alpha" in learnable.init(jax.random.PRNGKey(0), X)["params"]
+
+
 def test_batchnorm_train_uses_batch_stats_and_eval_uses_running_averages():
     module = norms.BatchNorm(epsilon=1e-5, momentum=0.9)
     variables = module.init(jax.random.PRNGKey(0), X)

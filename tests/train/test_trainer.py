@@ -80,6 +80,8 @@ def test_trains_logs_and_summarises(tmp_path):
     evals = [m for m in lines if m["split"] == "test"]
     assert [m["step"] for m in evals] == [30, 60]
     assert any(k.startswith("attention_entropy/") for k in evals[0])
+    # Greedy decoding agrees with teacher-forced exact match (see tests/test_decoding.py).
+    assert evals[-1]["gen_seq_accuracy"] == pytest.approx(evals[-1]["seq_accuracy"])
     config = json.loads((workdir / "config.json").read_text())
     assert config["model"]["vocab_size"] == 13 and "git_commit" in config
     assert list(workdir.glob("events.out.tfevents.*"))

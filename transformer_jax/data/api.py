@@ -1,5 +1,7 @@
 """Public entry points the trainer calls: dataset facts, a training iterator, eval batches."""
 
+from collections.abc import Sequence
+
 import grain
 import ml_collections
 
@@ -33,11 +35,11 @@ def make_eval_batches(
     *,
     batch_size: int,
     max_examples: int | None = None,
-) -> list[Batch]:
+) -> Sequence[Batch]:
     """Batches covering `split` once (its first `max_examples` examples when given).
 
     Every batch has the training shapes; rows added to fill the last batch are zeros with
-    example_weights 0.
+    example_weights 0. A list, or for images a sequence that reads each batch when indexed.
     """
     require_at_least("batch_size", batch_size, 1, prefix="")
     if max_examples is not None:

@@ -1,4 +1,5 @@
-"""TFDS dataset builders for data that needs no download: algorithmic tasks and a local text file.
+"""TFDS dataset builders for data that needs no download: algorithmic tasks, a local text file and
+scikit-learn's bundled handwritten digits.
 
 Each builder is written as array_record (readable by `tfds.data_source` without TensorFlow).
 The builder-config name encodes every generation parameter (or the file's content hash), so
@@ -190,3 +191,67 @@ class LocalTextFile(_OfflineBuilder, skip_registration=True):
     def _generate_examples(self, text: str):
         for i, start in enumerate(range(0, len(text), _TEXT_CHUNK_CHARS)):
             yield i, {"text": text[start : start + _TEXT_CHUNK_CHARS]}
+
+
+DIGITS_NUM_EXAMPLES = 1797  # sklearn.datasets.load_digits: 8x8 images, pixel values 0..16
+DIGITS_MAX_VALUE = 16
+
+
+@dataclasses.dataclass
+class DigitsConfig(tfds.core.BuilderConfig):
+    """A seeded train/test split of the digits; see `Digits`."""
+
+    num_test: int = 300
+    data_seed: int = 0
+
+
+def digits_config(num_test: int, data_seed: int) -> DigitsConfig:
+    """Config named after its split, e.g. "test300-seed0"."""
+    return DigitsConfig(
+        name=f"test{num_test}-seed{data_seed}", num_test=num_test, data_seed=data_seed
+    )
+
+
+def digits_split_indices(num_test: int, data_seed: int) -> dict[str, np.ndarray]:
+    """Sorted indices into load_digits() of each split: a seeded permutation, test first."""
+    order = np.random.default_rng(data_seed).permutation(DIGITS_NUM_EXAMPLES)
+    return {"train": np.sort(order[num_test:]), "test": np.sort(order[:num_test])}
+
+
+class Digits(_OfflineBuilder, skip_registration=True):
+    """UCI handwritten digits as bundled with scikit-learn: 1,797 8x8 grey images, 10 classes.
+
+    Pixels are stored as scikit-learn gives them, uint8 counts 0..16 (the number of set pixels in
+    each 4x4 block of the original 32x32 bitmap); "id" is the index in `load_digits()`.
+    """
+
+    name = "sklearn_digits"
+    VERSION = tfds.core.Version("1.0.0")
+    RELEASE_NOTES = {"1.0.0": "First version."}
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        return tfds.core.DatasetInfo(
+            builder=self,
+            description="Optical recognition of handwritten digits (UCI), via scikit-learn.",
+            features=tfds.features.FeaturesDict(
+                {
+                    "image": tfds.features.Tensor(shape=(8, 8, 1), dtype=np.uint8),
+                    "label": tfds.features.ClassLabel(num_classes=10),
+                    "id": tfds.features.Scalar(dtype=np.int32),
+                }
+            ),
+        )
+
+    def _split_generators(self, dl_manager):
+        del dl_manager  # Nothing to download: the data ships with scikit-learn.
+        c = self.builder_config
+        splits = digits_split_indices(c.num_test, c.data_seed)
+        return {name: self._generate_examples(indices) for name, indices in splits.items()}
+
+    def _generate_examples(self, indices: np.ndarray):
+        from sklearn.datasets import load_digits  # Only building needs scikit-learn.
+
+        digits = load_digits()
+        images = digits.images.astype(np.uint8)[..., None]  # float 0..16 -> uint8 (8, 8, 1)
+        for i in indices:
+            yield int(i), {"image": images[i], "label": int(digits.target[i]), "id": int(i)}

@@ -37,8 +37,11 @@ class DatasetInfo:
       max_input_len: padded length of "inputs" (0 for lm).
       max_target_len: padded length of "targets" including the EOS slot (lm: seq_len).
       eval_splits: splits that `make_eval_batches` accepts besides "train".
-      tokenizer: object with encode(str) -> list[int] and decode(list[int]) -> str.
+      tokenizer: object with encode(str) -> list[int] and decode(list[int]) -> str; None for
+        images.
       num_classes: number of labels for classification, else 0.
+      image_shape: (height, width, channels) of the "inputs" images of an image classification
+        dataset (after any resizing), else None.
     """
 
     name: str
@@ -47,5 +50,6 @@ class DatasetInfo:
     max_input_len: int
     max_target_len: int
     eval_splits: tuple[str, ...]
-    tokenizer: Tokenizer
+    tokenizer: Tokenizer | None
     num_classes: int = 0
+    image_shape: tuple[int, int, int] | None = None

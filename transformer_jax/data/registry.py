@@ -7,6 +7,7 @@ import ml_collections
 
 from transformer_jax.data.algorithmic_data import AlgorithmicData
 from transformer_jax.data.char_lm import text_file_data, tiny_shakespeare_data
+from transformer_jax.data.image_data import catalog_image_data, digits_data
 from transformer_jax.data.wordpiece_data import Lm1bData, TranslationData
 
 DEFAULT_DATA_DIR = "~/tensorflow_datasets"
@@ -79,6 +80,18 @@ def _wmt14(name: str) -> ml_collections.ConfigDict:
     return c
 
 
+def _images(name: str) -> ml_collections.ConfigDict:
+    c = _common(name)
+    if name == "digits":
+        c.num_test = 300  # test images, a seeded random subset of the 1,797; the rest train
+        c.data_seed = 0  # seed of the train/test split (part of its cache name)
+    # Training-only augmentation, reproducible from config.seed; evaluation is never augmented.
+    c.random_shift = {"digits": 1, "mnist": 0, "cifar10": 4}[name]  # max translation, pixels
+    c.random_flip = name == "cifar10"  # mirror left-right with probability 1/2
+    c.image_size = 0  # resize to image_size x image_size pixels (bilinear); 0 = stored size
+    return c
+
+
 # name -> (default config, implementation built from the checked config).
 DATASETS: dict[str, tuple[Callable[[str], ml_collections.ConfigDict], Callable]] = {
     "copy": (_algorithmic, AlgorithmicData),
@@ -89,6 +102,9 @@ DATASETS: dict[str, tuple[Callable[[str], ml_collections.ConfigDict], Callable]]
     "tiny_shakespeare": (_tiny_shakespeare, tiny_shakespeare_data),
     "lm1b": (_lm1b, Lm1bData),
     "wmt14_translate/de-en": (_wmt14, TranslationData),
+    "digits": (_images, digits_data),
+    "mnist": (_images, catalog_image_data),
+    "cifar10": (_images, catalog_image_data),
 }
 
 

@@ -95,10 +95,19 @@ class MultiHeadAttention(nn.Module):
     Collections, both off unless made mutable by the caller, neither changes the output:
       "intermediates": the attention weights (B, N, T, S), for attention maps;
       "diagnostics": entropy, largest weight and logit std of this layer, for the reports.
+
+    With `use_cache` (incremental decoding, NTHU slides 50-56) keys and values live in the
+    "cache" collection as cached_key / cached_value (B, L, K, H). The first call creates them and
+    is an ordinary forward pass: self-attention gets an empty cache as long as that call's input;
+    cross-attention stores the encoder's projected keys and values, so they are computed once
+    per sequence. Later self-attention calls write the new tokens' keys and values at
+    `cache_index` and attend over the whole cache (the caller's mask hides unwritten slots);
+    later cross-attention calls read the stored ones and ignore `x_kv_BSD`.
     """
 
     config: ModelConfig
     self_attention: bool = True
+    use_cache: bool = False
 
     @nn.compact
     def __call__(
@@ -110,19 +119,20 @@ class MultiHeadAttention(nn.Module):
         bias=None,
         q_pos_BT=None,
         k_pos_BS=None,
+        cache_index=None,
         train: bool = False,
     ):
+        """(B, T, D) queries attend to (B, S, D) keys/values -> (B, T, D).
+
+        `q_pos_BT` / `k_pos_BS` are the positions of the `x_q_BTD` / `x_kv_BSD` tokens (for rotary);
+        with `use_cache`, `cache_index` (int32 scalar) is the cache slot of the first new token
+        and `mask` / `bias` cover the whole cache, (B, 1|N, T, L).
+        """
         cfg = self.config
-        dtype = jnp.dtype(cfg.dtype)
-        dense = lambda heads, name: nn.DenseGeneral(  # noqa: E731
-            (heads, cfg.head_dim), dtype=dtype, param_dtype=jnp.float32, name=name
-        )
-        q_BTNH = dense(cfg.num_heads, "query")(x_q_BTD)
-        k_BSKH = dense(cfg.kv_heads, "key")(x_kv_BSD)
-        v_BSKH = dense(cfg.kv_heads, "value")(x_kv_BSD)
+        q_BTNH = self._dense(cfg.num_heads, "query")(x_q_BTD)
         if self.self_attention and cfg.positional == "rotary":
             q_BTNH = positional.apply_rotary(q_BTNH, q_pos_BT, cfg.rotary_base)
-            k_BSKH = positional.apply_rotary(k_BSKH, k_pos_BS, cfg.rotary_base)
+        k_BSKH, v_BSKH = self._keys_values(x_kv_BSD, k_pos_BS, cache_index)
 
         scale = self._scale()
         wants_weights = self.is_mutable_collection("intermediates") or (
@@ -141,8 +151,46 @@ class MultiHeadAttention(nn.Module):
                 q_BTNH, k_BSKH, v_BSKH, scale=scale, mask=mask, bias=bias, impl="jax"
             )
         return nn.DenseGeneral(
-            x_q_BTD.shape[-1], axis=(-2, -1), dtype=dtype, param_dtype=jnp.float32, name="out"
+            x_q_BTD.shape[-1],
+            axis=(-2, -1),
+            dtype=jnp.dtype(cfg.dtype),
+            param_dtype=jnp.float32,
+            name="out",
         )(out_BTNH)
+
+    def _dense(self, heads: int, name: str) -> nn.DenseGeneral:
+        """A projection D -> (heads, H), the W_q / W_k / W_v of every head at once."""
+        cfg = self.config
+        return nn.DenseGeneral(
+            (heads, cfg.head_dim),
+            dtype=jnp.dtype(cfg.dtype),
+            param_dtype=jnp.float32,
+            name=name,
+        )
+
+    def _keys_values(self, x_kv_BSD, k_pos_BS, cache_index):
+        """Keys and values (B, S, K, H); with `use_cache`, the whole cache (B, L, K, H)."""
+        cfg = self.config
+        cached = self.use_cache and self.has_variable("cache", "cached_key")
+        if cached and not self.self_attention:  # Projected once, when the cache was created.
+            cache = self.variables["cache"]
+            return cache["cached_key"], cache["cached_value"]
+        k_BSKH = self._dense(cfg.kv_heads, "key")(x_kv_BSD)
+        v_BSKH = self._dense(cfg.kv_heads, "value")(x_kv_BSD)
+        if self.self_attention and cfg.positional == "rotary":
+            # Rotated before caching: a key's rotation depends only on its own position.
+            k_BSKH = positional.apply_rotary(k_BSKH, k_pos_BS, cfg.rotary_base)
+        if not self.use_cache:
+            return k_BSKH, v_BSKH
+        initial = jnp.zeros_like if self.self_attention else (lambda x: x)
+        keys = self.variable("cache", "cached_key", initial, k_BSKH)
+        values = self.variable("cache", "cached_value", initial, v_BSKH)
+        if not cached:  # This call creates the cache: an ordinary forward pass.
+            return k_BSKH, v_BSKH
+        start = (0, cache_index, 0, 0)
+        keys.value = jax.lax.dynamic_update_slice(keys.value, k_BSKH, start)
+        values.value = jax.lax.dynamic_update_slice(values.value, v_BSKH, start)
+        return keys.value, values.value
 
     def _scale(self):
         """The logit multiplier for the configured `attention_scale` (NCCU slides 31-33)."""

@@ -34,15 +34,23 @@ class RMSNorm(nn.Module):
 
 
 class DyT(nn.Module):
-    """Dynamic Tanh, gamma * tanh(alpha * x) + beta, scalar learnable alpha (Zhu et al. 2025)."""
+    """Dynamic Tanh, gamma * tanh(alpha * x) + beta, scalar learnable alpha (Zhu et al. 2025).
+
+    With `learnable_alpha=False` alpha is the constant `alpha_init` and not a parameter: the
+    paper's ablation (ViT-B accuracy 82.5 -> 81.1).
+    """
 
     alpha_init: float = 0.5
+    learnable_alpha: bool = True
 
     @nn.compact
     def __call__(self, x, *, train: bool = False):
         del train
         features = x.shape[-1]
-        alpha = self.param("alpha", nn.initializers.constant(self.alpha_init), (), jnp.float32)
+        if self.learnable_alpha:
+            alpha = self.param("alpha", nn.initializers.constant(self.alpha_init), (), jnp.float32)
+        else:
+            alpha = jnp.float32(self.alpha_init)
         gamma = self.param("scale", nn.initializers.ones, (features,), jnp.float32)
         beta = self.param("bias", nn.initializers.zeros, (features,), jnp.float32)
         features_shape = (1,) * (x.ndim - 1) + (features,)
@@ -93,7 +101,11 @@ def make_norm(config: ModelConfig, name: str | None = None, alpha_init: float | 
         case "rmsnorm":
             return RMSNorm(config.norm_epsilon, name=name)
         case "dyt":
-            return DyT(config.dyt_alpha_init if alpha_init is None else alpha_init, name=name)
+            return DyT(
+                config.dyt_alpha_init if alpha_init is None else alpha_init,
+                config.dyt_learnable_alpha,
+                name=name,
+            )
         case "batchnorm":
             return BatchNorm(name=name)
         case "none":

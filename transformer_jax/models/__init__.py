@@ -4,11 +4,13 @@ from transformer_jax.config import ModelConfig
 from transformer_jax.models.classifier import EncoderClassifier
 from transformer_jax.models.decoder_only import DecoderOnly
 from transformer_jax.models.encoder_decoder import EncoderDecoder
+from transformer_jax.models.vit import ViT
 
 MODELS = {
     "encoder_decoder": EncoderDecoder,
     "decoder_only": DecoderOnly,
     "encoder_classifier": EncoderClassifier,
+    "vit": ViT,
 }
 
 
@@ -21,4 +23,4 @@ def build_model(config: ModelConfig):
     return MODELS[config.family](config)
 
 
-__all__ = ["MODELS", "DecoderOnly", "EncoderClassifier", "EncoderDecoder", "build_model"]
+__all__ = ["MODELS", "DecoderOnly", "EncoderClassifier", "EncoderDecoder", "ViT", "build_model"]

@@ -18,10 +18,11 @@ class BlockContext(NamedTuple):
     """What every layer of a stack shares: built once per forward pass, not once per layer."""
 
     positions_BT: jnp.ndarray
-    self_mask: jnp.ndarray | None  # Boolean, broadcastable to (B, N, T, T).
-    self_bias: jnp.ndarray | None  # ALiBi logit bias (B|1, N, T, T).
+    self_mask: jnp.ndarray | None  # Boolean, broadcastable to (B, N, T, T); (B, N, T, L) cached.
+    self_bias: jnp.ndarray | None  # ALiBi logit bias (B|1, N, T, T); (B|1, N, T, L) cached.
     memory_BSD: jnp.ndarray | None = None  # Encoder output, for cross-attention.
     cross_mask: jnp.ndarray | None = None  # The encoder's padding mask, (B, 1, 1, S).
+    cache_index: jnp.ndarray | None = None  # Decoding: the cache slot of the first new token.
 
 
 class Block(nn.Module):
@@ -35,11 +36,12 @@ class Block(nn.Module):
 
     config: ModelConfig
     cross_attention: bool = False
+    use_cache: bool = False  # Incremental decoding; see MultiHeadAttention.
 
     @nn.compact
     def __call__(self, x_BTD, context: BlockContext, *, train: bool = False):
         cfg = self.config
-        self_attention = MultiHeadAttention(cfg, name="self_attention")
+        self_attention = MultiHeadAttention(cfg, use_cache=self.use_cache, name="self_attention")
         x_BTD = self._sublayer(
             x_BTD,
             lambda h: self_attention(
@@ -49,13 +51,16 @@ class Block(nn.Module):
                 bias=context.self_bias,
                 q_pos_BT=context.positions_BT,
                 k_pos_BS=context.positions_BT,
+                cache_index=context.cache_index,
                 train=train,
             ),
             "attention",
             train,
         )
         if self.cross_attention:
-            cross_attention = MultiHeadAttention(cfg, self_attention=False, name="cross_attention")
+            cross_attention = MultiHeadAttention(
+                cfg, self_attention=False, use_cache=self.use_cache, name="cross_attention"
+            )
             x_BTD = self._sublayer(
                 x_BTD,
                 lambda h: cross_attention(

@@ -4,29 +4,34 @@ import flax.linen as nn
 
 from transformer_jax.config import ModelConfig
 from transformer_jax.layers.embedding import OutputProjection, TokenEmbedding
-from transformer_jax.models.stack import TransformerStack, default_positions
+from transformer_jax.models.stack import TransformerStack
 
 
 class DecoderOnly(nn.Module):
     """(B, T) input ids -> (B, T, V) float32 next-token logits.
 
     Packed batches pass `segment_ids_BT` (a token attends only within its document) and
-    `positions_BT` (positions restart at 0 in each document).
+    `positions_BT` (positions restart at 0 in each document). With `use_cache` the ids are the
+    next tokens of sequences being decoded, their keys and values kept in the "cache" collection
+    (see `transformer_jax.decoding`); parameters are the same either way.
     """
 
     config: ModelConfig
+    use_cache: bool = False
 
     def setup(self):
         cfg = self.config
         self.embedding = TokenEmbedding(cfg)
         if not cfg.tie_output_embeddings:
             self.output = OutputProjection(cfg)
-        self.decoder = TransformerStack(cfg, cfg.num_decoder_layers, causal=True)
+        self.decoder = TransformerStack(
+            cfg, cfg.num_decoder_layers, causal=True, use_cache=self.use_cache
+        )
 
     def __call__(self, ids_BT, *, segment_ids_BT=None, positions_BT=None, train: bool = False):
         y_BTD = self.decoder(
             self.embedding.encode(ids_BT),
-            positions_BT=default_positions(ids_BT) if positions_BT is None else positions_BT,
+            positions_BT=positions_BT,
             valid_BT=ids_BT != 0,
             segment_ids_BT=segment_ids_BT,
             train=train,

@@ -11,10 +11,14 @@ class EncoderDecoder(nn.Module):
     """(B, S) source ids and (B, T) decoder input ids -> (B, T, V) float32 logits.
 
     The decoder input is the target shifted right behind BOS (teacher forcing, NTHU slides
-    55-56); id 0 is padding in both. `encode` and `decode` are exposed for generation.
+    55-56); id 0 is padding in both. `encode` and `decode` are exposed for generation; with
+    `use_cache` the decoder keeps its keys and values, and the cross-attention keys and values
+    of the encoder output, in the "cache" collection (see `transformer_jax.decoding`).
+    Parameters are the same either way.
     """
 
     config: ModelConfig
+    use_cache: bool = False  # The decoder's; the encoder always sees the whole source.
 
     def setup(self):
         cfg = self.config
@@ -25,7 +29,11 @@ class EncoderDecoder(nn.Module):
             self.output = OutputProjection(cfg)
         self.encoder = TransformerStack(cfg, cfg.num_encoder_layers, causal=False)
         self.decoder = TransformerStack(
-            cfg, cfg.num_decoder_layers, causal=True, cross_attention=True
+            cfg,
+            cfg.num_decoder_layers,
+            causal=True,
+            cross_attention=True,
+            use_cache=self.use_cache,
         )
 
     def _target_embedding(self) -> TokenEmbedding:
@@ -45,10 +53,10 @@ class EncoderDecoder(nn.Module):
         return memory_BSD, valid_BS
 
     def decode(self, decoder_inputs_BT, memory_BSD, memory_valid_BS, *, train: bool = False):
+        """-> (B, T, V) float32 logits of the next target tokens."""
         embedding = self._target_embedding()
         y_BTD = self.decoder(
             embedding.encode(decoder_inputs_BT),
-            positions_BT=default_positions(decoder_inputs_BT),
             valid_BT=decoder_inputs_BT != 0,
             memory_BSD=memory_BSD,
             memory_valid_BS=memory_valid_BS,

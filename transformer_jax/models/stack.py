@@ -1,6 +1,7 @@
 """A stack of blocks: positions, masks and biases in, N layers, final norm for pre-norm."""
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from transformer_jax.config import ModelConfig
@@ -11,7 +12,7 @@ from transformer_jax.models.blocks import Block, BlockContext
 
 
 def default_positions(ids_BT: jnp.ndarray) -> jnp.ndarray:
-    """0, 1, 2, ... for every row. -> (B, T) int32."""
+    """0, 1, 2, ... for every row of a (B, T, ...) array. -> (B, T) int32."""
     return jnp.broadcast_to(jnp.arange(ids_BT.shape[1], dtype=jnp.int32), ids_BT.shape[:2])
 
 
@@ -21,59 +22,104 @@ class TransformerStack(nn.Module):
     Takes embedded tokens (B, T, D), adds the absolute positional signal and dropout, builds the
     self-attention mask (padding, causal, packed segments, sliding window) and the ALiBi bias once,
     then applies `num_layers` blocks. The original post-norm Transformer has no final norm;
-    pre-norm stacks end with one (as GPT-2 does).
+    pre-norm stacks end with one (as GPT-2 does). `positions_BT` defaults to 0, 1, 2, ...
+
+    With `use_cache` (causal stacks only) the T tokens are the next ones of a sequence being
+    decoded: the "cache" collection holds cache_index (how many tokens came before) and
+    cached_valid (B, L), which key slots hold real tokens. The new tokens sit at positions
+    cache_index, ..., cache_index + T - 1 and attend to every cache slot through the same
+    position-built masks and ALiBi bias as a full pass, so the result equals a full forward pass
+    over the sequence so far. The first call creates the cache (length L = that call's T) and is
+    an ordinary forward pass; see `transformer_jax.decoding`.
     """
 
     config: ModelConfig
     num_layers: int
     causal: bool
     cross_attention: bool = False
+    use_cache: bool = False
 
     @nn.compact
     def __call__(
         self,
         x_BTD,
         *,
-        positions_BT,
         valid_BT,
+        positions_BT=None,
         segment_ids_BT=None,
         memory_BSD=None,
         memory_valid_BS=None,
         train: bool = False,
     ):
         cfg = self.config
-        x_BTD = AddPositional(cfg, name="positional")(x_BTD, positions_BT)
+        if self.use_cache:
+            q_pos_BT, k_pos_BS, k_valid_BS, cache_index = self._cached_positions(
+                valid_BT, positions_BT, segment_ids_BT
+            )
+        else:
+            q_pos_BT = default_positions(valid_BT) if positions_BT is None else positions_BT
+            k_pos_BS, k_valid_BS, cache_index = q_pos_BT, valid_BT, None
+        x_BTD = AddPositional(cfg, name="positional")(x_BTD, q_pos_BT)
         x_BTD = nn.Dropout(cfg.dropout_rate)(x_BTD, deterministic=not train)
 
         window = None
         if cfg.sliding_window:
             window = masks.sliding_window_mask(
-                positions_BT,
-                positions_BT,
+                q_pos_BT,
+                k_pos_BS,
                 window=cfg.sliding_window,
                 causal=self.causal,
                 num_global=cfg.num_global_tokens,
             )
         context = BlockContext(
-            positions_BT=positions_BT,
+            positions_BT=q_pos_BT,
             self_mask=masks.combine(
-                masks.padding_mask(valid_BT),
-                masks.causal_mask(positions_BT, positions_BT) if self.causal else None,
+                masks.padding_mask(k_valid_BS),
+                masks.causal_mask(q_pos_BT, k_pos_BS) if self.causal else None,
                 None
                 if segment_ids_BT is None
                 else masks.segment_mask(segment_ids_BT, segment_ids_BT),
                 window,
             ),
-            self_bias=alibi_bias(positions_BT, positions_BT, cfg.num_heads, causal=self.causal)
+            self_bias=alibi_bias(q_pos_BT, k_pos_BS, cfg.num_heads, causal=self.causal)
             if cfg.positional == "alibi"
             else None,
             memory_BSD=memory_BSD,
             cross_mask=None if memory_valid_BS is None else masks.padding_mask(memory_valid_BS),
+            cache_index=cache_index,
         )
         for i in range(self.num_layers):
-            x_BTD = Block(cfg, cross_attention=self.cross_attention, name=f"layer_{i}")(
-                x_BTD, context, train=train
-            )
+            x_BTD = Block(
+                cfg,
+                cross_attention=self.cross_attention,
+                use_cache=self.use_cache,
+                name=f"layer_{i}",
+            )(x_BTD, context, train=train)
         if cfg.norm_position == "pre":
             x_BTD = make_norm(cfg, name="final_norm")(x_BTD, train=train)
         return x_BTD
+
+    def _cached_positions(self, valid_BT, positions_BT, segment_ids_BT):
+        """-> query positions (B, T), key positions and validity (B, L), cache index (or None)."""
+        if not self.causal:
+            raise ValueError("use_cache=True needs a causal stack: only decoders decode")
+        if positions_BT is not None or segment_ids_BT is not None:
+            raise ValueError(
+                "positions_BT and segment_ids_BT must be None with use_cache=True: a decoded "
+                "sequence is one document whose positions come from the cache index"
+            )
+        creating = not self.has_variable("cache", "cache_index")
+        index = self.variable("cache", "cache_index", lambda: jnp.array(0, jnp.int32))
+        cached_valid = self.variable("cache", "cached_valid", jnp.zeros_like, valid_BT)
+        if creating:  # An ordinary forward pass that sizes the cache.
+            positions_BT = default_positions(valid_BT)
+            return positions_BT, positions_BT, valid_BT, None
+        start = index.value
+        cached_valid.value = jax.lax.dynamic_update_slice(cached_valid.value, valid_BT, (0, start))
+        index.value = start + valid_BT.shape[1]
+        return (
+            start + default_positions(valid_BT),
+            default_positions(cached_valid.value),
+            cached_valid.value,
+            start,
+        )

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from transformer_jax.config import CLASSIFIERS
 from transformer_jax.train import losses
 from transformer_jax.train.numerics import tree_norm
 
@@ -41,7 +42,7 @@ def shift_right(targets_BT, segment_ids_BT=None):
 
 def model_inputs(family: str, batch):
     """The positional and keyword arguments of the model family's __call__ for a batch."""
-    if family == "encoder_classifier":
+    if family in CLASSIFIERS:
         return (batch["inputs"],), {}
     segments_BT = batch.get("targets_segment_ids")
     decoder_inputs_BT = shift_right(batch["targets"], segments_BT)
@@ -59,7 +60,7 @@ def forward(model, variables, batch, *, train: bool, rngs=None, mutable=False):
     args, kwargs = model_inputs(family, batch)
     out = model.apply(variables, *args, train=train, rngs=rngs, mutable=mutable, **kwargs)
     logits, collections = out if mutable else (out, {})
-    if family == "encoder_classifier":
+    if family in CLASSIFIERS:
         return logits, batch["label"], batch["example_weights"], collections
     targets_BT = batch["targets"]
     weights_BT = losses.weights_from_targets(targets_BT) * batch["example_weights"][:, None]
@@ -98,7 +99,7 @@ def train_step(state: TrainState, batch, *, model, optimizer, label_smoothing: f
     correct, count = losses.token_accuracy(logits, targets, weights)
     metrics = {
         "loss": loss,
-        "token_accuracy": correct / jnp.maximum(count, 1.0),
+        accuracy_name(model.config.family): correct / jnp.maximum(count, 1.0),
         "tokens": count,
         "grad_norm": tree_norm(grads),
         "param_norm": tree_norm(params),
@@ -114,7 +115,8 @@ def train_step(state: TrainState, batch, *, model, optimizer, label_smoothing: f
 
 
 def eval_step(state: TrainState, batch, *, model, diagnostics: bool):
-    """Sums for loss, token accuracy and sequence exact match; attention diagnostics as means."""
+    """Sums for loss, accuracy (per token, or per example for classifiers) and sequence exact
+    match; attention diagnostics as means."""
     logits, targets, weights, collected = forward(
         model,
         _variables(state),
@@ -124,14 +126,20 @@ def eval_step(state: TrainState, batch, *, model, diagnostics: bool):
     )
     loss_sum, weight_sum = losses.cross_entropy(logits, targets, weights, 0.0)
     correct, count = losses.token_accuracy(logits, targets, weights)
-    sums = {"loss": (loss_sum, weight_sum), "token_accuracy": (correct, count)}
-    if model.config.family != "encoder_classifier":
+    family = model.config.family
+    sums = {"loss": (loss_sum, weight_sum), accuracy_name(family): (correct, count)}
+    if family not in CLASSIFIERS:
         sums["seq_accuracy"] = losses.sequence_accuracy(
             logits, targets, batch["example_weights"], weights
         )
     for name, value in flatten_diagnostics(collected.get("diagnostics", {})).items():
         sums[name] = (value, jnp.float32(1.0))
     return sums
+
+
+def accuracy_name(family: str) -> str:
+    """The accuracy metric's name: "accuracy" (of labels) for classifiers, else "token_accuracy"."""
+    return "accuracy" if family in CLASSIFIERS else "token_accuracy"
 
 
 def flatten_diagnostics(tree) -> dict[str, jnp.ndarray]:
@@ -166,4 +174,3 @@ def init_state(model, optimizer, batch, rng) -> TrainState:
 
 def count_params(params) -> int:
     return int(sum(x.size for x in jax.tree.leaves(params)))
-

@@ -9,6 +9,7 @@ end write `summary.json`. SIGTERM/SIGINT save a checkpoint and return; a non-fin
 """
 
 import functools
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -17,8 +18,8 @@ import jax
 import ml_collections
 import numpy as np
 
-from transformer_jax import data
-from transformer_jax.config import ModelConfig
+from transformer_jax import data, decoding
+from transformer_jax.config import CLASSIFIERS, ModelConfig
 from transformer_jax.models import build_model
 from transformer_jax.train import step as steps
 from transformer_jax.train.checkpoint import Checkpointer
@@ -29,14 +30,29 @@ from transformer_jax.train.signals import StopOnSignal
 
 
 def resolve_model_config(config: ml_collections.ConfigDict, info: data.DatasetInfo) -> ModelConfig:
-    """ModelConfig with vocabulary, classes and length filled from the dataset, then checked."""
+    """ModelConfig with vocabulary, classes, length and image shape filled from the dataset, then
+    checked against it."""
     fields = config.model.to_dict()
+    family = fields.get("family")
+    if info.kind == "classification":
+        expected = ("vit",) if info.image_shape else ("encoder_classifier",)
+    else:
+        expected = {"seq2seq": ("encoder_decoder",), "lm": ("decoder_only",)}[info.kind]
+    if family not in expected:
+        raise ValueError(
+            f"model.family={family!r} cannot train on the {info.kind} dataset "
+            f"{info.name!r}; valid: {list(expected)}"
+        )
     if fields.get("vocab_size", -1) == -1:
         fields["vocab_size"] = info.vocab_size
     if info.kind == "classification":
         fields["num_classes"] = info.num_classes
+    if info.image_shape:
+        _fill_image_fields(fields, info)
     longest = max(info.max_input_len, info.max_target_len)
-    if fields.get("pooling", "cls") == "cls" and fields.get("family") == "encoder_classifier":
+    if family == "vit":
+        longest = (fields["image_size"] // max(fields.get("patch_size", 1), 1)) ** 2
+    if fields.get("pooling", "cls") == "cls" and family in CLASSIFIERS:
         longest += 1  # the class token
     if fields.get("max_len", -1) == -1:
         fields["max_len"] = longest
@@ -51,15 +67,26 @@ def resolve_model_config(config: ml_collections.ConfigDict, info: data.DatasetIn
             f"model.vocab_size={model_config.vocab_size} is smaller than the vocabulary of "
             f"dataset {info.name!r} ({info.vocab_size}); use -1 to take it from the data"
         )
-    expected = {"seq2seq": ("encoder_decoder",), "lm": ("decoder_only",)}.get(
-        info.kind, ("encoder_classifier",)
-    )
-    if model_config.family not in expected:
-        raise ValueError(
-            f"model.family={model_config.family!r} cannot train on the {info.kind} dataset "
-            f"{info.name!r}; valid: {list(expected)}"
-        )
     return model_config
+
+
+def _fill_image_fields(fields: dict, info: data.DatasetInfo) -> None:
+    """model.image_size and model.num_channels from the dataset when -1, else checked."""
+    height, width, channels = info.image_shape
+    if height != width:
+        raise ValueError(
+            f"dataset {info.name!r} has {height}x{width} images; the vit takes square images: "
+            "set data.image_size to resize them"
+        )
+    for name, value in (("image_size", height), ("num_channels", channels)):
+        if fields.get(name, -1) == -1:
+            fields[name] = value
+        elif fields[name] != value:
+            raise ValueError(
+                f"model.{name}={fields[name]} does not match dataset {info.name!r} "
+                f"({height}x{width}x{channels} images); use -1 to take it from the data"
+                + (" or set data.image_size" if name == "image_size" else "")
+            )
 
 
 def check_train_config(train: ml_collections.ConfigDict):
@@ -88,18 +115,28 @@ def git_commit() -> str:
 
 
 def _check_same_config(workdir: Path, resolved: dict):
-    """Refuses to resume a run directory with a different model or data configuration."""
+    """Refuses to resume a run directory with a different model, data or seed.
+
+    Only fields present in both configs are compared, so a field added to the code later (with
+    a default that keeps the old behaviour) does not lock old run directories.
+    """
     path = workdir / "config.json"
     if not path.exists():
         return
-    import json
-
     previous = json.loads(path.read_text())
-    for section in ("model", "data", "seed"):
-        if previous.get(section) != resolved.get(section):
+    if previous.get("seed") != resolved.get("seed"):
+        raise ValueError(
+            f"workdir {workdir} holds a run with config.seed={previous.get('seed')!r}, not "
+            f"{resolved.get('seed')!r}; use a new --workdir or the same seed"
+        )
+    for section in ("model", "data"):
+        old, new = previous.get(section, {}), resolved.get(section, {})
+        changed = sorted(k for k in old.keys() & new.keys() if old[k] != new[k])
+        if changed:
+            diffs = ", ".join(f"{section}.{k}: {old[k]!r} -> {new[k]!r}" for k in changed)
             raise ValueError(
-                f"workdir {workdir} holds a run with a different config.{section} "
-                f"({previous.get(section)!r}); use a new --workdir or the same config"
+                f"workdir {workdir} holds a run with a different config.{section} ({diffs}); "
+                "use a new --workdir or the same config"
             )
 
 
@@ -109,6 +146,22 @@ def _host_average(window: list[dict]) -> dict[str, float]:
     out = {name: float(np.mean([m[name] for m in stacked])) for name in stacked[0]}
     out["tokens"] = float(np.sum([m["tokens"] for m in stacked]))
     return out
+
+
+def with_generation(eval_fn, model):
+    """eval_fn's sums plus gen_seq_accuracy: greedy decoding scored by exact match.
+
+    One compile per eval batch shape, like eval_fn; see transformer_jax.decoding.
+    """
+
+    @jax.jit
+    def generation_eval(state, batch):
+        variables = {"params": state.params}
+        if state.batch_stats:
+            variables["batch_stats"] = state.batch_stats
+        return decoding.generation_accuracy(variables, batch, model=model)
+
+    return lambda state, batch: {**eval_fn(state, batch), **generation_eval(state, batch)}
 
 
 def evaluate(eval_fn, state, eval_sets) -> dict[str, dict[str, float]]:
@@ -167,6 +220,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     eval_fn = jax.jit(
         functools.partial(steps.eval_step, model=model, diagnostics=train_cfg.diagnostics)
     )
+    if info.kind == "seq2seq" and train_cfg.get("generate_eval", True):
+        eval_fn = with_generation(eval_fn, model)
 
     checkpointer = Checkpointer(
         workdir, every=train_cfg.checkpoint_every, keep=train_cfg.keep_checkpoints

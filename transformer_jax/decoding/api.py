@@ -1,0 +1,147 @@
+"""`generate`: decode a batch with a trained model, by greedy search, sampling or beam search."""
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from transformer_jax.config import ModelConfig
+from transformer_jax.decoding import search
+from transformer_jax.decoding.beam import beam_search
+from transformer_jax.decoding.steps import cached_step, check_decodable
+
+STRATEGIES = ("greedy", "sample", "beam")
+# Default output length: input length + 50 (the GNMT/tensor2tensor decoding limit). For a
+# language model the "input" is the prompt, so the default is 50 new tokens after it.
+EXTRA_LENGTH = 50
+# Positional encodings that look positions up in a table of model.max_len rows.
+_TABLE_POSITIONALS = ("sinusoidal", "learned")
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeConfig:
+    """How to choose each output token; validated at construction."""
+
+    strategy: str = "greedy"  # greedy | sample | beam
+    temperature: float = 1.0  # sample: logits are divided by it (> 0)
+    top_k: int = 0  # sample: keep the k most likely tokens; 0 keeps all
+    top_p: float = 1.0  # sample: keep the most likely tokens up to this mass; 1 keeps all
+    beam_size: int = 4  # beam: hypotheses kept per example (the paper: 4)
+    alpha: float = 0.6  # beam: GNMT length penalty exponent (the paper: 0.6); 0 = none
+    max_new_tokens: int = 0  # 0: input length + 50, as far as the model's positions reach
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise ValueError(
+                f"strategy={self.strategy!r} is not valid; choose one of {list(STRATEGIES)}"
+            )
+        if not self.temperature > 0:
+            raise ValueError(f"temperature={self.temperature} must be > 0 (use greedy for 0)")
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"top_k={self.top_k!r} must be an integer >= 0 (0: no top-k)")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p={self.top_p} must be in (0, 1] (1: no nucleus filter)")
+        if not isinstance(self.beam_size, int) or self.beam_size < 1:
+            raise ValueError(f"beam_size={self.beam_size!r} must be an integer >= 1")
+        if self.alpha < 0:
+            raise ValueError(f"alpha={self.alpha} must be >= 0")
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 0:
+            raise ValueError(
+                f"max_new_tokens={self.max_new_tokens!r} must be an integer >= 0 "
+                "(0: input length + 50)"
+            )
+
+
+def resolve_max_new_tokens(model_config: ModelConfig, config: DecodeConfig, input_len: int) -> int:
+    """How many tokens to generate after an input (source or prompt) of `input_len` tokens.
+
+    Sinusoidal and learned positions exist only below model.max_len, so the decoder's last
+    position (prompt + new tokens - 1) must stay below it: the default is capped there, an
+    explicit longer request is an error.
+    """
+    family = model_config.family
+    prompt_len = input_len if family == "decoder_only" else 0
+    limit = None
+    if model_config.positional in _TABLE_POSITIONALS:
+        limit = model_config.max_len - prompt_len
+        if limit < 1:
+            raise ValueError(
+                f"the prompt has {prompt_len} tokens, which leaves no room below model.max_len="
+                f"{model_config.max_len} ({model_config.positional} positions); shorten it"
+            )
+    if config.max_new_tokens:
+        if limit is not None and config.max_new_tokens > limit:
+            raise ValueError(
+                f"max_new_tokens={config.max_new_tokens} goes past model.max_len="
+                f"{model_config.max_len} ({model_config.positional} positions"
+                f"{f', after a {prompt_len}-token prompt' if prompt_len else ''}); "
+                f"valid: 1 .. {limit}"
+            )
+        return config.max_new_tokens
+    default = EXTRA_LENGTH if family == "decoder_only" else input_len + EXTRA_LENGTH
+    return default if limit is None else min(default, limit)
+
+
+def make_generate_fn(model, config: DecodeConfig, input_shape: tuple[int, int]):
+    """A jitted `fn(variables, inputs_BS, rng) -> tokens` for inputs of one shape.
+
+    `inputs_BS` is the source (encoder-decoder) or the right-padded prompt (decoder-only).
+    Tokens are (B, N) outputs for an encoder-decoder and (B, P + N) prompt and continuation for
+    a decoder-only model, through EOS, then 0. Everything is checked here, before compiling.
+    """
+    model_config = model.config
+    check_decodable(model_config.family)
+    if config.top_k > model_config.vocab_size:
+        raise ValueError(
+            f"top_k={config.top_k} exceeds model.vocab_size={model_config.vocab_size}; "
+            f"valid: 0 .. {model_config.vocab_size}"
+        )
+    if len(input_shape) != 2 or min(input_shape) < 1:
+        raise ValueError(f"inputs must be (batch, length) token ids, got shape {input_shape}")
+    max_new_tokens = resolve_max_new_tokens(model_config, config, input_shape[1])
+    return jax.jit(
+        functools.partial(_generate, model=model, config=config, max_new_tokens=max_new_tokens)
+    )
+
+
+def generate(model, variables, inputs_BS, config: DecodeConfig = DecodeConfig(), *, rng=None):
+    """Decodes `inputs_BS` (see `make_generate_fn`); `rng` seeds sampling."""
+    inputs_BS = jnp.asarray(inputs_BS, jnp.int32)
+    rng = jax.random.PRNGKey(0) if rng is None else rng
+    return make_generate_fn(model, config, inputs_BS.shape)(variables, inputs_BS, rng)
+
+
+def _generate(variables, inputs_BS, rng, *, model, config: DecodeConfig, max_new_tokens: int):
+    batch = inputs_BS.shape[0]
+    if model.config.family == "encoder_decoder":
+        source_BS, prompt_BP = inputs_BS, jnp.zeros((batch, 0), jnp.int32)
+    else:
+        source_BS, prompt_BP = None, inputs_BS
+    length = prompt_BP.shape[1] + max_new_tokens
+    if config.strategy == "beam":
+        beams = config.beam_size
+        source_NS = None if source_BS is None else jnp.repeat(source_BS, beams, axis=0)
+        step, cache = cached_step(
+            model, variables, batch_size=batch * beams, length=length, inputs_BS=source_NS
+        )
+        tokens, _ = beam_search(
+            step,
+            cache,
+            prompt_BP,
+            beam_size=beams,
+            alpha=config.alpha,
+            max_new_tokens=max_new_tokens,
+        )
+        return tokens
+    choose = search.greedy
+    if config.strategy == "sample":
+        choose = functools.partial(
+            search.sample, temperature=config.temperature, top_k=config.top_k, top_p=config.top_p
+        )
+    step, cache = cached_step(
+        model, variables, batch_size=batch, length=length, inputs_BS=source_BS
+    )
+    return search.left_to_right(
+        step, cache, prompt_BP, max_new_tokens=max_new_tokens, choose=choose, rng=rng
+    )

@@ -1,0 +1,103 @@
+"""Left-to-right decoding, one token per step: greedy search and sampling.
+
+At test time the decoder reads its own previous output (NTHU slides 50-56): BOS first, then each
+chosen token, until EOS. Rows that emitted EOS get PAD (0) from then on, and the loop stops when
+every row has finished or after `max_new_tokens`.
+"""
+
+import jax
+import jax.numpy as jnp
+
+from transformer_jax.data.info import BOS_ID, EOS_ID, PAD_ID
+from transformer_jax.decoding.steps import StepFn
+
+_NEG_INF = float(jnp.finfo(jnp.float32).min)
+
+
+def never_special(logits_BV):
+    """PAD and BOS are never outputs (as in fairseq): their logits become float32 min.
+
+    PAD means "after the end" and BOS "before the start"; an untrained model may still rank them
+    first. Applied after log_softmax in beam search, so scores stay the model's log-probs.
+    """
+    return logits_BV.at[:, jnp.array([PAD_ID, BOS_ID])].set(_NEG_INF)
+
+
+def greedy(logits_BV, rng):
+    """The most likely token. -> (B,) int32."""
+    del rng
+    return jnp.argmax(logits_BV, axis=-1).astype(jnp.int32)
+
+
+def filter_logits(logits_BV, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0):
+    """Logits of the sampling distribution: divided by `temperature`, then truncated. -> (B, V).
+
+    top_k >= 1 keeps the k most likely tokens (Fan et al. 2018); top_p < 1 keeps the smallest
+    set of most likely tokens whose probability reaches top_p (nucleus sampling, Holtzman et al.
+    2020). Both together keep the intersection. Removed tokens get a logit of float32 min.
+    """
+    logits_BV = logits_BV.astype(jnp.float32) / temperature
+    if top_k:
+        kth_largest_B1 = jax.lax.top_k(logits_BV, top_k)[0][:, -1:]
+        logits_BV = jnp.where(logits_BV < kth_largest_B1, _NEG_INF, logits_BV)
+    if top_p < 1.0:
+        sorted_BV = jnp.sort(logits_BV, axis=-1)[:, ::-1]
+        probs_BV = jax.nn.softmax(sorted_BV, axis=-1)
+        # A token is kept while the mass of the tokens ranked above it is still below top_p;
+        # the most likely token is always kept.
+        kept_BV = jnp.cumsum(probs_BV, axis=-1) - probs_BV < top_p
+        threshold_B1 = jnp.min(jnp.where(kept_BV, sorted_BV, jnp.inf), axis=-1, keepdims=True)
+        logits_BV = jnp.where(logits_BV < threshold_B1, _NEG_INF, logits_BV)
+    return logits_BV
+
+
+def sample(logits_BV, rng, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0):
+    """A token drawn from softmax(filter_logits(logits)). -> (B,) int32."""
+    filtered_BV = filter_logits(logits_BV, temperature=temperature, top_k=top_k, top_p=top_p)
+    return jax.random.categorical(rng, filtered_BV, axis=-1).astype(jnp.int32)
+
+
+def initial_sequence(prompt_BP, max_new_tokens: int):
+    """The decoder-input buffer BOS, prompt, zeros -> (B, P + N + 1) int32, and the prompt
+    lengths (B,) (non-zero tokens of the right-padded prompt)."""
+    batch, prompt_len = prompt_BP.shape
+    seq_BL = jnp.zeros((batch, prompt_len + max_new_tokens + 1), jnp.int32).at[:, 0].set(BOS_ID)
+    seq_BL = seq_BL.at[:, 1 : 1 + prompt_len].set(prompt_BP.astype(jnp.int32))
+    return seq_BL, jnp.sum(prompt_BP != PAD_ID, axis=1)
+
+
+def left_to_right(
+    step: StepFn, cache, prompt_BP, *, max_new_tokens: int, choose=greedy, rng=None
+) -> jnp.ndarray:
+    """Decodes BOS, prompt, then up to `max_new_tokens` chosen tokens. -> (B, P + N) int32.
+
+    `prompt_BP` is right-padded with 0 (P may be 0, as for an encoder-decoder); a row's prompt
+    tokens are fed as they are (teacher forcing), so prompts of different lengths decode in one
+    batch. `choose(logits_BV, rng) -> (B,)` picks each new token (`greedy`, or `sample` with its
+    options bound); step k uses fold_in(rng, k). The result holds the prompt, the generated
+    tokens through EOS, then 0; PAD and BOS are never chosen. `step` and `cache` must hold
+    P + N positions.
+    """
+    batch, prompt_len = prompt_BP.shape
+    length = prompt_len + max_new_tokens
+    rng = jax.random.PRNGKey(0) if rng is None else rng
+    # seq_BL[:, k] is the decoder input at position k; position k + 1 is chosen at step k.
+    seq_BL, prompt_lengths_B = initial_sequence(prompt_BP, max_new_tokens)
+
+    def not_done(state):
+        k, _, _, finished_B = state
+        return (k < length) & ~jnp.all(finished_B)
+
+    def one_token(state):
+        k, seq_BL, cache, finished_B = state
+        logits_BV, cache = step(cache, seq_BL[:, k])
+        token_B = choose(never_special(logits_BV), jax.random.fold_in(rng, k))
+        in_prompt_B = k < prompt_lengths_B
+        token_B = jnp.where(in_prompt_B, seq_BL[:, k + 1], token_B)
+        token_B = jnp.where(finished_B, PAD_ID, token_B)
+        finished_B = finished_B | (~in_prompt_B & (token_B == EOS_ID))
+        return k + 1, seq_BL.at[:, k + 1].set(token_B), cache, finished_B
+
+    state = (jnp.int32(0), seq_BL, cache, jnp.zeros((batch,), bool))
+    _, seq_BL, _, _ = jax.lax.while_loop(not_done, one_token, state)
+    return seq_BL[:, 1:]
