@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from transformer_jax import decoding
+from transformer_jax.analysis.tokens import encode
 from transformer_jax.config import ModelConfig
 from transformer_jax.data.info import BOS_ID, EOS_ID
 from transformer_jax.data.tokenizers import CharTokenizer
-from transformer_jax.generate import encode_input
 from transformer_jax.models import build_model
 from transformer_jax.train import losses
 from transformer_jax.train import step as steps
@@ -364,8 +364,8 @@ def test_classifier_cannot_generate():
 
 def test_command_line_input_drops_spaces_only_when_the_vocabulary_lacks_them():
     symbols = CharTokenizer("0123")
-    assert encode_input(symbols, "0 1 2 3") == encode_input(symbols, "0123") == [3, 4, 5, 6]
+    assert encode(symbols, "0 1 2 3", "input") == encode(symbols, "0123", "input") == [3, 4, 5, 6]
     text = CharTokenizer(" ab")
-    assert encode_input(text, "a b") == [4, 3, 5]
+    assert encode(text, "a b", "input") == [4, 3, 5]
     with pytest.raises(ValueError, match="'x'"):
-        encode_input(symbols, "0 x")
+        encode(symbols, "0 x", "input")

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from absl import app, flags, logging
 
 from transformer_jax import decoding
+from transformer_jax.analysis import tokens
 from transformer_jax.train.restore import load_run
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory written by transformer_jax.main.")
@@ -31,20 +32,6 @@ _SEED = flags.DEFINE_integer("seed", 0, "Sampling seed.")
 flags.mark_flags_as_required(["workdir", "input"])
 
 
-def encode_input(tokenizer, text: str) -> list[int]:
-    """Token ids of `text`; whitespace between symbols is dropped when the vocabulary lacks it."""
-    try:
-        ids = tokenizer.encode(text)
-    except ValueError:
-        joined = "".join(text.split())
-        if joined == text:
-            raise
-        ids = tokenizer.encode(joined)
-    if not ids:
-        raise ValueError(f"--input={text!r} has no tokens")
-    return ids
-
-
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)  # orbax logs every file it reads at INFO.
@@ -59,12 +46,12 @@ def main(argv):
     )
     run = load_run(_WORKDIR.value)
     tokenizer = run.info.tokenizer
-    ids = encode_input(tokenizer, _INPUT.value)
+    ids = tokens.encode(tokenizer, _INPUT.value, field="input")
     inputs = jnp.asarray([ids], jnp.int32)
-    tokens = decoding.generate(
+    generated = decoding.generate(
         run.model, run.variables, inputs, config, rng=jax.random.PRNGKey(_SEED.value)
     )
-    output = [int(t) for t in tokens[0]]
+    output = [int(t) for t in generated[0]]
     if 0 in output:  # Drop the padding after EOS.
         output = output[: output.index(0)]
     print(f"input:  {tokenizer.decode(ids)}  {ids}")
