@@ -21,6 +21,8 @@ NORM_POSITIONS = ("post", "pre")
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 POOLINGS = ("cls", "mean")
 DTYPES = ("float32", "bfloat16", "float16")
+ACT_HALTED = ("freeze", "transform")  # What a halted position's state does in later steps.
+REMATS = ("none", "full", "dots_saveable")  # see transformer_jax.models.stack
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +80,31 @@ class ModelConfig:
 
     dtype: str = "float32"  # Compute dtype; parameters, softmax, logits and loss stay float32.
 
+    # Universal Transformer (Dehghani et al. 2019): every stack is ONE block applied recurrently
+    # with shared weights, the position signal plus a sinusoidal signal of the step number
+    # added before each step. See transformer_jax/models/universal.py.
+    universal: bool = False
+    ut_steps: int = 0  # Steps (fixed mode) or maximum steps (ACT); 0: the stack's layer count.
+    # Adaptive Computation Time (Graves 2016) per position: halt once the summed halting
+    # probabilities exceed 1 - act_threshold_eps; the output is the halting-weighted sum of
+    # the states. Needs universal=True.
+    act: bool = False
+    act_threshold_eps: float = 0.01  # In (0, 1]; 1 makes every position halt after one step.
+    # Halting unit p = sigmoid(W s + b), b initialised to this. tensor2tensor's +1 makes most
+    # positions halt after about 2 steps at initialisation (papers.md); negative delays halting.
+    act_halting_bias_init: float = -1.0
+    act_ponder_cost: float = 0.01  # tau: the loss gains tau * mean(N + R) over real positions.
+    # freeze: a halted position's state is copied unchanged to later steps (the paper);
+    # transform: it keeps being transformed, as in tensor2tensor, so what the still-running
+    # positions attend to differs; the halted position's own output is frozen either way.
+    act_halted: str = "freeze"
+    # Scale-out (no effect on the math): one nn.scan over identical layers (fast compiles of deep
+    # stacks; parameters stacked under "layers" instead of layer_0, layer_1, ...), and which
+    # activations each layer saves for the backward pass: none (remat off), full (recompute
+    # everything), dots_saveable (keep matmul outputs, recompute the rest).
+    scan_layers: bool = False
+    remat: str = "none"
+
     def __post_init__(self):
         _check_choice("family", self.family, FAMILIES)
         _check_choice("attention_scale", self.attention_scale, ATTENTION_SCALES)
@@ -88,6 +115,10 @@ class ModelConfig:
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_choice("pooling", self.pooling, POOLINGS)
         _check_choice("dtype", self.dtype, DTYPES)
+        _check_choice("act_halted", self.act_halted, ACT_HALTED)
+        _check_choice("remat", self.remat, REMATS)
+        if not isinstance(self.scan_layers, bool):
+            raise ValueError(f"model.scan_layers={self.scan_layers!r} must be True or False")
         for name in ("d_model", "num_heads", "d_ff", "max_len"):
             _check_positive(name, getattr(self, name))
         if self.family != "vit":  # a ViT reads pixels, not token ids
@@ -144,6 +175,26 @@ class ModelConfig:
             )
         if self.family == "vit":
             self._check_vit()
+        self._check_universal()
+
+    def _check_universal(self):
+        _check_non_negative("ut_steps", self.ut_steps)
+        if (self.act or self.ut_steps) and not self.universal:
+            raise ValueError(
+                f"model.act={self.act} and model.ut_steps={self.ut_steps} need "
+                "model.universal=True; valid without it: act=False, ut_steps=0"
+            )
+        if not 0.0 < self.act_threshold_eps <= 1.0:
+            raise ValueError(
+                f"model.act_threshold_eps={self.act_threshold_eps} must be in (0, 1] "
+                "(the halting threshold is 1 - eps)"
+            )
+        if self.act_ponder_cost < 0:
+            raise ValueError(f"model.act_ponder_cost={self.act_ponder_cost} must be >= 0")
+        if not math.isfinite(self.act_halting_bias_init):
+            raise ValueError(
+                f"model.act_halting_bias_init={self.act_halting_bias_init} must be finite"
+            )
 
     def _check_vit(self):
         for name in ("image_size", "num_channels", "patch_size"):
@@ -166,6 +217,10 @@ class ModelConfig:
     @property
     def kv_heads(self) -> int:
         return self.num_kv_heads or self.num_heads
+
+    def steps(self, num_layers: int) -> int:
+        """Universal Transformer: the (maximum) number of steps of a stack of `num_layers`."""
+        return self.ut_steps or num_layers
 
     @property
     def num_patches(self) -> int:

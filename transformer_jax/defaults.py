@@ -46,6 +46,13 @@ def train_config(**overrides) -> ml_collections.ConfigDict:
     # seq2seq only (ignored otherwise): also greedy-decode every eval batch, the decoder reading
     # its own outputs, and log gen_seq_accuracy, the fraction of outputs equal to the target.
     t.generate_eval = True
+    # Scale-out (see transformer_jax.train.parallel). data.batch_size is the global batch: it
+    # must divide evenly over the devices (and the micro-batches).
+    t.parallelism = "jit"  # jit: one program over a device mesh (GSPMD) | pmap: replicated
+    t.fsdp = 1  # jit only: mesh axis size that shards parameters and optimizer state (ZeRO-3)
+    t.grad_accum_steps = 1  # micro-batches per update; the update equals one full-batch step
+    t.distributed = False  # multi-host: call jax.distributed.initialize() first (TPU pods)
+    t.compilation_cache_dir = ""  # persistent XLA compilation cache directory; "" = off
     t.update(overrides)
     return t
 

@@ -5,7 +5,8 @@ import jax.numpy as jnp
 
 from transformer_jax.config import ModelConfig
 from transformer_jax.layers.embedding import TokenEmbedding
-from transformer_jax.models.stack import TransformerStack, default_positions
+from transformer_jax.models.stack import default_positions
+from transformer_jax.models.universal import stack_class
 
 
 def pool(x_BTD, valid_BT, method: str):
@@ -37,7 +38,7 @@ class EncoderClassifier(nn.Module):
             cls_B1D = jnp.broadcast_to(cls_11D, (x_BTD.shape[0], 1, cfg.d_model))
             x_BTD = jnp.concatenate([cls_B1D.astype(x_BTD.dtype), x_BTD], axis=1)
             valid_BT = jnp.pad(valid_BT, ((0, 0), (1, 0)), constant_values=True)
-        x_BTD = TransformerStack(cfg, cfg.num_encoder_layers, causal=False, name="encoder")(
+        x_BTD = stack_class(cfg)(cfg, cfg.num_encoder_layers, causal=False, name="encoder")(
             x_BTD, positions_BT=default_positions(valid_BT), valid_BT=valid_BT, train=train
         )
         pooled_BD = pool(x_BTD, valid_BT, cfg.pooling)

@@ -4,7 +4,7 @@ import flax.linen as nn
 
 from transformer_jax.config import ModelConfig
 from transformer_jax.layers.embedding import OutputProjection, TokenEmbedding
-from transformer_jax.models.stack import TransformerStack
+from transformer_jax.models.universal import stack_class
 
 
 class DecoderOnly(nn.Module):
@@ -24,7 +24,7 @@ class DecoderOnly(nn.Module):
         self.embedding = TokenEmbedding(cfg)
         if not cfg.tie_output_embeddings:
             self.output = OutputProjection(cfg)
-        self.decoder = TransformerStack(
+        self.decoder = stack_class(cfg)(
             cfg, cfg.num_decoder_layers, causal=True, use_cache=self.use_cache
         )
 

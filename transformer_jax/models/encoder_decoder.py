@@ -4,7 +4,8 @@ import flax.linen as nn
 
 from transformer_jax.config import ModelConfig
 from transformer_jax.layers.embedding import OutputProjection, TokenEmbedding
-from transformer_jax.models.stack import TransformerStack, default_positions
+from transformer_jax.models.stack import default_positions
+from transformer_jax.models.universal import stack_class
 
 
 class EncoderDecoder(nn.Module):
@@ -27,8 +28,8 @@ class EncoderDecoder(nn.Module):
             self.target_embedding = TokenEmbedding(cfg)
         if not cfg.tie_output_embeddings:
             self.output = OutputProjection(cfg)
-        self.encoder = TransformerStack(cfg, cfg.num_encoder_layers, causal=False)
-        self.decoder = TransformerStack(
+        self.encoder = stack_class(cfg)(cfg, cfg.num_encoder_layers, causal=False)
+        self.decoder = stack_class(cfg)(
             cfg,
             cfg.num_decoder_layers,
             causal=True,

@@ -8,12 +8,56 @@ from transformer_jax.config import ModelConfig
 from transformer_jax.layers import masks
 from transformer_jax.layers.norms import make_norm
 from transformer_jax.layers.positional import AddPositional, alibi_bias
-from transformer_jax.models.blocks import Block, BlockContext
+from transformer_jax.models.blocks import BlockContext
+from transformer_jax.models.scan import apply_layers
 
 
 def default_positions(ids_BT: jnp.ndarray) -> jnp.ndarray:
     """0, 1, 2, ... for every row of a (B, T, ...) array. -> (B, T) int32."""
     return jnp.broadcast_to(jnp.arange(ids_BT.shape[1], dtype=jnp.int32), ids_BT.shape[:2])
+
+
+def build_context(
+    cfg: ModelConfig,
+    *,
+    causal: bool,
+    q_pos_BT,
+    k_pos_BS,
+    k_valid_BS,
+    segment_ids_BT=None,
+    memory_BSD=None,
+    memory_valid_BS=None,
+    cache_index=None,
+) -> BlockContext:
+    """The masks and biases every layer of a stack shares, built once per forward pass.
+
+    Self-attention mask: padding, causal, packed segments and sliding window combined; the ALiBi
+    bias when `positional="alibi"`. Key positions / validity are (B, S), or (B, L) when cached.
+    """
+    window = None
+    if cfg.sliding_window:
+        window = masks.sliding_window_mask(
+            q_pos_BT,
+            k_pos_BS,
+            window=cfg.sliding_window,
+            causal=causal,
+            num_global=cfg.num_global_tokens,
+        )
+    return BlockContext(
+        positions_BT=q_pos_BT,
+        self_mask=masks.combine(
+            masks.padding_mask(k_valid_BS),
+            masks.causal_mask(q_pos_BT, k_pos_BS) if causal else None,
+            None if segment_ids_BT is None else masks.segment_mask(segment_ids_BT, segment_ids_BT),
+            window,
+        ),
+        self_bias=alibi_bias(q_pos_BT, k_pos_BS, cfg.num_heads, causal=causal)
+        if cfg.positional == "alibi"
+        else None,
+        memory_BSD=memory_BSD,
+        cross_mask=None if memory_valid_BS is None else masks.padding_mask(memory_valid_BS),
+        cache_index=cache_index,
+    )
 
 
 class TransformerStack(nn.Module):
@@ -62,39 +106,26 @@ class TransformerStack(nn.Module):
         x_BTD = AddPositional(cfg, name="positional")(x_BTD, q_pos_BT)
         x_BTD = nn.Dropout(cfg.dropout_rate)(x_BTD, deterministic=not train)
 
-        window = None
-        if cfg.sliding_window:
-            window = masks.sliding_window_mask(
-                q_pos_BT,
-                k_pos_BS,
-                window=cfg.sliding_window,
-                causal=self.causal,
-                num_global=cfg.num_global_tokens,
-            )
-        context = BlockContext(
-            positions_BT=q_pos_BT,
-            self_mask=masks.combine(
-                masks.padding_mask(k_valid_BS),
-                masks.causal_mask(q_pos_BT, k_pos_BS) if self.causal else None,
-                None
-                if segment_ids_BT is None
-                else masks.segment_mask(segment_ids_BT, segment_ids_BT),
-                window,
-            ),
-            self_bias=alibi_bias(q_pos_BT, k_pos_BS, cfg.num_heads, causal=self.causal)
-            if cfg.positional == "alibi"
-            else None,
+        context = build_context(
+            cfg,
+            causal=self.causal,
+            q_pos_BT=q_pos_BT,
+            k_pos_BS=k_pos_BS,
+            k_valid_BS=k_valid_BS,
+            segment_ids_BT=segment_ids_BT,
             memory_BSD=memory_BSD,
-            cross_mask=None if memory_valid_BS is None else masks.padding_mask(memory_valid_BS),
+            memory_valid_BS=memory_valid_BS,
             cache_index=cache_index,
         )
-        for i in range(self.num_layers):
-            x_BTD = Block(
-                cfg,
-                cross_attention=self.cross_attention,
-                use_cache=self.use_cache,
-                name=f"layer_{i}",
-            )(x_BTD, context, train=train)
+        x_BTD = apply_layers(  # Unrolled or scanned, with remat: see models/scan.py.
+            cfg,
+            self.num_layers,
+            x_BTD,
+            context,
+            cross_attention=self.cross_attention,
+            use_cache=self.use_cache,
+            train=train,
+        )
         if cfg.norm_position == "pre":
             x_BTD = make_norm(cfg, name="final_norm")(x_BTD, train=train)
         return x_BTD

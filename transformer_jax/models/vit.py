@@ -24,7 +24,8 @@ import numpy as np
 from transformer_jax.config import ModelConfig
 from transformer_jax.layers.positional import sinusoidal_table
 from transformer_jax.models.classifier import pool
-from transformer_jax.models.stack import TransformerStack, default_positions
+from transformer_jax.models.stack import default_positions
+from transformer_jax.models.universal import stack_class
 
 # Positional kinds this module adds itself, on the 2-D patch grid; the stack then adds none.
 GRID_POSITIONALS = ("learned", "sinusoidal")
@@ -91,7 +92,7 @@ class ViT(nn.Module):
             )
         # The stack adds 1-D additive positions itself; the 2-D ones are added here instead.
         stack_cfg = cfg.replace(positional="none") if cfg.positional in GRID_POSITIONALS else cfg
-        self.encoder = TransformerStack(stack_cfg, cfg.num_encoder_layers, causal=False)
+        self.encoder = stack_class(stack_cfg)(stack_cfg, cfg.num_encoder_layers, causal=False)
         self.head = nn.Dense(cfg.num_classes, dtype=jnp.float32, kernel_init=nn.initializers.zeros)
 
     def encode(self, images_BHWC, *, train: bool = False):

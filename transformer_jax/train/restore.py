@@ -48,6 +48,11 @@ def load_run(workdir: str, step: int | None = None) -> LoadedRun:
     abstract = jax.eval_shape(
         lambda: steps.init_state(model, optimizer, sample, jax.random.PRNGKey(0))
     )
+    # Restore onto this process's first device, whatever devices the run was saved from.
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    abstract = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), abstract
+    )
     with Checkpointer(workdir, every=1, keep=1_000_000) as checkpointer:
         restored = checkpointer.restore(abstract, step=step)
     if restored is None:

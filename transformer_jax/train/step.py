@@ -74,42 +74,96 @@ def _variables(state: TrainState, params=None):
     return variables
 
 
-def train_step(state: TrainState, batch, *, model, optimizer, label_smoothing: float):
-    """One optimizer update on `batch`. Dropout keys come from fold_in(rng, step)."""
+def train_step(
+    state: TrainState,
+    batch,
+    *,
+    model,
+    optimizer,
+    label_smoothing: float,
+    grad_accum_steps: int = 1,
+    axis_name: str | None = None,
+):
+    """One optimizer update on `batch`. Dropout keys come from fold_in(rng, step).
+
+    The loss is the token-weighted mean over the whole batch, so gradients are accumulated as
+    sums and divided by the total weight once: `grad_accum_steps = k` splits the batch into k
+    strided micro-batches (rows i, i + k, ...; each device keeps its share of every one) run one
+    after another in a `lax.scan`, which gives the update of the full batch with the activation
+    memory of B / k rows (micro-batch i draws dropout from fold_in(key, i); BatchNorm running
+    statistics are updated once per micro-batch). Under `jax.pmap(axis_name=...)` the sums are
+    `lax.psum`-ed over devices before dividing, so N devices equal one device with N times the
+    batch even when devices hold different numbers of real tokens; BatchNorm running statistics
+    are averaged (`lax.pmean`). Under `jax.jit` with sharded inputs XLA inserts these itself.
+    """
     dropout_rng = jax.random.fold_in(state.rng, state.step)
     mutable = ["batch_stats"] if state.batch_stats else False
 
-    def loss_fn(params):
-        logits, targets, weights, new_state = forward(
-            model,
-            _variables(state, params),
-            batch,
-            train=True,
-            rngs={"dropout": dropout_rng},
-            mutable=mutable,
-        )
-        loss_sum, weight_sum = losses.cross_entropy(logits, targets, weights, label_smoothing)
-        return loss_sum / jnp.maximum(weight_sum, 1.0), (logits, targets, weights, new_state)
+    def micro_step(batch_stats, micro_batch, rng):
+        """Gradient of the summed loss, the sums behind the metrics, and new BatchNorm stats."""
 
-    (loss, (logits, targets, weights, new_state)), grads = jax.value_and_grad(
-        loss_fn, has_aux=True
-    )(state.params)
+        def loss_fn(params):
+            variables = {"params": params, **({"batch_stats": batch_stats} if mutable else {})}
+            logits, targets, weights, new_state = forward(
+                model,
+                variables,
+                micro_batch,
+                train=True,
+                rngs={"dropout": rng},
+                mutable=[*(mutable or []), "losses"],
+            )
+            loss_sum, weight_sum = losses.cross_entropy(logits, targets, weights, label_smoothing)
+            # Auxiliary losses the model sows (the Universal Transformer's ACT ponder cost) are
+            # means; weighted by the tokens, so the divide below leaves them means.
+            auxiliary = sum(jax.tree.leaves(new_state.get("losses", {})), jnp.float32(0.0))
+            correct, count = losses.token_accuracy(logits, targets, weights)
+            sums = {"loss": loss_sum, "weight": weight_sum, "correct": correct, "count": count}
+            objective = loss_sum + auxiliary * weight_sum
+            return objective, (sums, new_state.get("batch_stats", batch_stats))
+
+        grads, (sums, batch_stats) = jax.grad(loss_fn, has_aux=True)(state.params)
+        return grads, sums, batch_stats
+
+    if grad_accum_steps == 1:
+        grads, sums, batch_stats = micro_step(state.batch_stats, batch, dropout_rng)
+    else:
+        k = grad_accum_steps
+        micro_batches = jax.tree.map(
+            lambda x: x.reshape(x.shape[0] // k, k, *x.shape[1:]).swapaxes(0, 1), batch
+        )  # (k, B / k, ...): micro-batch i holds rows i, i + k, i + 2k, ...
+
+        def accumulate(carry, xs):
+            grads, sums, batch_stats = carry
+            index, micro_batch = xs
+            g, s, batch_stats = micro_step(
+                batch_stats, micro_batch, jax.random.fold_in(dropout_rng, index)
+            )
+            return (jax.tree.map(jnp.add, grads, g), jax.tree.map(jnp.add, sums, s), batch_stats)
+
+        zero_sums = dict.fromkeys(("loss", "weight", "correct", "count"), jnp.float32(0.0))
+        zero_grads = jax.tree.map(jnp.zeros_like, state.params)
+        (grads, sums, batch_stats), _ = jax.lax.scan(
+            lambda carry, xs: (accumulate(carry, xs), None),
+            (zero_grads, zero_sums, state.batch_stats),
+            (jnp.arange(k), micro_batches),
+        )
+    if axis_name is not None:
+        grads, sums = jax.lax.psum((grads, sums), axis_name)
+        batch_stats = jax.lax.pmean(batch_stats, axis_name)
+    total = jnp.maximum(sums["weight"], 1.0)
+    grads = jax.tree.map(lambda g: g / total, grads)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    correct, count = losses.token_accuracy(logits, targets, weights)
     metrics = {
-        "loss": loss,
-        accuracy_name(model.config.family): correct / jnp.maximum(count, 1.0),
-        "tokens": count,
+        "loss": sums["loss"] / total,
+        accuracy_name(model.config.family): sums["correct"] / jnp.maximum(sums["count"], 1.0),
+        "tokens": sums["count"],
         "grad_norm": tree_norm(grads),
         "param_norm": tree_norm(params),
         "update_norm": tree_norm(updates),
     }
     new_state = state.replace(
-        step=state.step + 1,
-        params=params,
-        opt_state=opt_state,
-        batch_stats=new_state.get("batch_stats", state.batch_stats),
+        step=state.step + 1, params=params, opt_state=opt_state, batch_stats=batch_stats
     )
     return new_state, metrics
 
@@ -143,12 +197,23 @@ def accuracy_name(family: str) -> str:
 
 
 def flatten_diagnostics(tree) -> dict[str, jnp.ndarray]:
-    """{"encoder/layer_0/self_attention/attention_entropy": (v,)} -> "attention_entropy/..."."""
+    """{"encoder/layer_0/self_attention/attention_entropy": (v,)} -> "attention_entropy/...".
+
+    Scanned stacks (`model.scan_layers`) sow one value per layer under "layers"; they get the
+    same layer_i names as unrolled stacks.
+    """
     flat = {}
     for path, value in jax.tree_util.tree_leaves_with_path(tree):
         keys = [getattr(k, "key", getattr(k, "idx", "")) for k in path]
         names = [str(k) for k in keys if isinstance(k, str)]
-        flat[f"{names[-1]}/{'/'.join(names[:-1])}"] = value
+        if "layers" in names and jnp.ndim(value) == 1:
+            at = names.index("layers")
+            for i in range(value.shape[0]):
+                layer = [*names[:at], f"layer_{i}", *names[at + 1 :]]
+                flat[f"{layer[-1]}/{'/'.join(layer[:-1])}"] = value[i]
+            continue
+        # Values sown inside the Universal Transformer's scan are stacked per step: averaged.
+        flat[f"{names[-1]}/{'/'.join(names[:-1])}"] = jnp.mean(value)
     return flat
 
 

@@ -26,6 +26,7 @@ from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.logger import MetricsLogger, write_json
 from transformer_jax.train.numerics import NonFiniteError, check_finite
 from transformer_jax.train.optimizer import current_learning_rate, make_optimizer
+from transformer_jax.train.parallel import check_parallel_config, make_parallel, setup_runtime
 from transformer_jax.train.signals import StopOnSignal
 
 
@@ -181,8 +182,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     workdir = Path(workdir).expanduser()
     train_cfg = config.train
     check_train_config(train_cfg)
+    setup_runtime(train_cfg)  # Multi-host and compilation cache: before any computation.
+    check_parallel_config(train_cfg, config.data.batch_size)
     info = data.get_dataset_info(config.data)
     model_config = resolve_model_config(config, info)
+    if model_config.scan_layers and info.kind == "seq2seq" and train_cfg.get("generate_eval", True):
+        raise ValueError(
+            "model.scan_layers=True cannot decode with the KV cache that train.generate_eval "
+            "uses; set train.generate_eval=False or model.scan_layers=False"
+        )
     model = build_model(model_config)
     optimizer = make_optimizer(train_cfg, model_config.d_model)
 
@@ -208,35 +216,42 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     state = steps.init_state(model, optimizer, sample, jax.random.PRNGKey(config.seed))
     num_params = steps.count_params(state.params)
 
-    train_fn = jax.jit(
+    parallel = make_parallel(train_cfg)  # Train state on the devices; see train/parallel.py.
+    state = parallel.place_state(state)
+    train_fn = parallel.compile_train(
         functools.partial(
             steps.train_step,
             model=model,
             optimizer=optimizer,
             label_smoothing=float(train_cfg.label_smoothing),
+            grad_accum_steps=train_cfg.get("grad_accum_steps", 1),
         ),
-        donate_argnums=0,
+        state,
     )
     eval_fn = jax.jit(
         functools.partial(steps.eval_step, model=model, diagnostics=train_cfg.diagnostics)
     )
     if info.kind == "seq2seq" and train_cfg.get("generate_eval", True):
         eval_fn = with_generation(eval_fn, model)
+    eval_fn = parallel.wrap_eval(eval_fn)
 
     checkpointer = Checkpointer(
         workdir, every=train_cfg.checkpoint_every, keep=train_cfg.keep_checkpoints
     )
     logger = MetricsLogger(workdir, total_steps=train_cfg.steps)
-    restored = checkpointer.restore(state)
+    # The placed state's shardings are the restore target, so a checkpoint written on any
+    # number of devices loads onto this run's devices.
+    restored = checkpointer.restore(parallel.host_state(state))
     if restored is not None:
         state, data_state = restored
         train_iter.set_state(data_state)
         logger.truncate_after(int(state.step))
         print(f"Resumed {workdir} at step {int(state.step)}.", flush=True)
+        state = parallel.place_state(state)
     else:
         print(f"{model_config.family}: {num_params:,} parameters.", flush=True)
 
-    step = int(state.step)
+    step = int(parallel.host_state(state).step)
     window, window_start = [], time.perf_counter()
     rates, started = [], time.perf_counter()
     final_metrics = {}
@@ -251,7 +266,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                     check_finite(step, averaged)
                     elapsed = time.perf_counter() - window_start
                     averaged["tokens_per_sec"] = averaged.pop("tokens") / elapsed
-                    averaged["learning_rate"] = float(current_learning_rate(state.opt_state))
+                    opt_state = parallel.host_state(state.opt_state)
+                    averaged["learning_rate"] = float(current_learning_rate(opt_state))
                     if step > train_cfg.log_every:  # The first window includes compilation.
                         rates.append(averaged["tokens_per_sec"])
                     logger.write(step, "train", averaged)
@@ -262,11 +278,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                         logger.write(step, split, values)
                     window_start = time.perf_counter()
                 if step % train_cfg.checkpoint_every == 0 or stop.stop_requested():
-                    checkpointer.save(step, state, train_iter.get_state(), force=True)
+                    checkpointer.save(
+                        step, parallel.host_state(state), train_iter.get_state(), force=True
+                    )
                 if stop.stop_requested():
                     print(f"Stopped by signal at step {step}; checkpoint saved.", flush=True)
                     return {"status": "stopped", "step": step}
-        checkpointer.save(step, state, train_iter.get_state(), force=True)
+        checkpointer.save(step, parallel.host_state(state), train_iter.get_state(), force=True)
         if not final_metrics:  # Resumed at the last step: evaluate the restored state.
             final_metrics = evaluate(eval_fn, state, eval_sets)
         summary = {

@@ -1,0 +1,221 @@
+"""Universal Transformer and ACT: halting math, shared weights, causality, cached decoding."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.flatten_util import ravel_pytree
+
+from transformer_jax import decoding
+from transformer_jax.config import ModelConfig
+from transformer_jax.models import build_model
+from transformer_jax.models.universal import ActState, UniversalStack, act_update
+
+TINY = ModelConfig(
+    family="decoder_only",
+    vocab_size=16,
+    d_model=16,
+    num_heads=2,
+    d_ff=32,
+    num_decoder_layers=2,
+    max_len=16,
+    dropout_rate=0.0,
+    universal=True,
+    ut_steps=3,
+)
+# Halting probabilities near 0.5 at initialisation and a threshold of 0.5: some positions halt
+# after one step, others run on, so every ACT branch is exercised.
+ACT = TINY.replace(act=True, act_threshold_eps=0.5, act_halting_bias_init=0.0)
+IDS = jnp.array([[3, 4, 5, 6, 7, 8], [9, 10, 11, 5, 0, 0]], jnp.int32)
+
+
+def reference_act(p_SBT, threshold):
+    """Graves 2016 in NumPy, per position: N, R and the weight of every step (S, B, T)."""
+    num_steps = p_SBT.shape[0]
+    weights = np.zeros_like(p_SBT)
+    steps = np.zeros(p_SBT.shape[1:])
+    remainders = np.zeros(p_SBT.shape[1:])
+    for b, t in np.ndindex(*p_SBT.shape[1:]):
+        total = 0.0
+        for n in range(num_steps):
+            if total + p_SBT[n, b, t] > threshold or n == num_steps - 1:
+                weights[n, b, t] = remainders[b, t] = 1.0 - total
+                steps[b, t] = n + 1
+                break
+            weights[n, b, t] = p_SBT[n, b, t]
+            total += p_SBT[n, b, t]
+    return weights, steps, remainders
+
+
+@pytest.mark.parametrize("threshold", [0.99, 0.5])
+def test_act_update_matches_graves_and_weights_sum_to_one(threshold):
+    num_steps, shape = 5, (3, 7)
+    p_SBT = np.asarray(jax.random.uniform(jax.random.PRNGKey(0), (num_steps, *shape)))
+    zeros = jnp.zeros(shape)
+    carry = ActState(
+        jnp.zeros((*shape, num_steps)), jnp.zeros((*shape, num_steps)), zeros, zeros, zeros
+    )
+    for n in range(num_steps):
+        # State n is the one-hot e_n, so the output's feature n is the weight of step n.
+        state = jnp.broadcast_to(jax.nn.one_hot(n, num_steps), (*shape, num_steps))
+        carry = act_update(
+            carry, state, p_SBT[n], is_last=n == num_steps - 1, threshold=threshold, freeze=True
+        )
+    weights, steps, remainders = reference_act(p_SBT, threshold)
+    np.testing.assert_allclose(np.moveaxis(np.asarray(carry.output_BTD), -1, 0), weights, atol=1e-6)
+    np.testing.assert_allclose(carry.output_BTD.sum(-1), 1.0, atol=1e-6)
+    np.testing.assert_array_equal(carry.steps_BT, steps)
+    np.testing.assert_allclose(carry.remainder_BT, remainders, atol=1e-6)
+    assert steps.min() >= 1 and steps.max() <= num_steps
+
+
+def apply(cfg, variables, ids=IDS, mutable=("intermediates", "losses")):
+    return build_model(cfg).apply(variables, ids, mutable=list(mutable))
+
+
+def test_steps_never_exceed_the_maximum_and_ponder_is_reported():
+    cfg = ACT.replace(act_threshold_eps=0.01, ut_steps=2)
+    variables = {"params": build_model(cfg).init(jax.random.PRNGKey(0), IDS)["params"]}
+    _, state = apply(cfg, variables, mutable=("intermediates", "diagnostics"))
+    steps_BT = state["intermediates"]["decoder"]["ponder_steps"][0]
+    # A threshold of 0.99 is out of reach of 2 probabilities near 0.5: all run to the maximum.
+    np.testing.assert_array_equal(steps_BT, 2.0)
+    assert float(state["diagnostics"]["decoder"]["ponder_max"][0]) == 2.0
+
+
+def test_one_step_threshold_equals_a_single_block_application():
+    one_step = ACT.replace(act_threshold_eps=1.0, ut_steps=4)  # threshold 0: halt at once
+    params = build_model(one_step).init(jax.random.PRNGKey(0), IDS)["params"]
+    out, state = apply(one_step, {"params": params})
+    np.testing.assert_array_equal(state["intermediates"]["decoder"]["ponder_steps"][0], 1.0)
+    block_params = jax.tree.map(lambda x: x, params)
+    del block_params["decoder"]["recurrence"]["halting"]
+    single = build_model(TINY.replace(ut_steps=1)).apply({"params": block_params}, IDS)
+    np.testing.assert_allclose(out, single, rtol=1e-5, atol=1e-5)
+
+
+def test_ponder_cost_is_differentiable_through_the_remainders_only():
+    params = build_model(ACT).init(jax.random.PRNGKey(0), IDS)["params"]
+    valid_BT = (IDS != 0).astype(jnp.float32)
+
+    def ponder(params):
+        """-> [sown cost, tau * mean(N + R), tau * mean(R)] over real positions."""
+        _, state = apply(ACT, {"params": params})
+        steps_BT = state["intermediates"]["decoder"]["ponder_steps"][0]
+        remainders_BT = state["intermediates"]["decoder"]["ponder_remainders"][0]
+        mean = lambda x: (x * valid_BT).sum() / valid_BT.sum()  # noqa: E731
+        return ACT.act_ponder_cost * jnp.stack(
+            [
+                state["losses"]["decoder"]["ponder_cost"][0] / ACT.act_ponder_cost,
+                mean(steps_BT + remainders_BT),
+                mean(remainders_BT),
+            ]
+        )
+
+    values = ponder(params)
+    np.testing.assert_allclose(values[0], values[1], rtol=1e-6)
+    jacobian = jax.jit(jax.jacrev(ponder))(params)  # one row per entry of `ponder`
+    rows = [ravel_pytree(jax.tree.map(lambda j, i=i: j[i], jacobian))[0] for i in range(3)]
+    np.testing.assert_allclose(rows[0], rows[2], atol=1e-7)  # N adds no gradient
+    halting_kernel = jacobian["decoder"]["recurrence"]["halting"]["kernel"][0]
+    assert float(jnp.abs(halting_kernel).sum()) > 0
+
+
+def stack_outputs(cfg, causal, x, seed=1):
+    stack = UniversalStack(cfg, cfg.num_decoder_layers, causal=causal)
+    kwargs = {"valid_BT": jnp.ones(x.shape[:2], bool)}
+    variables = stack.init(jax.random.PRNGKey(seed), x, **kwargs)
+    return stack, variables, kwargs
+
+
+@pytest.mark.parametrize("act_halted", ["freeze", "transform"])
+def test_act_decoder_is_causal(act_halted):
+    cfg = ACT.replace(act_halted=act_halted)
+    x = jax.random.normal(jax.random.PRNGKey(0), (1, 6, cfg.d_model))
+    stack, variables, kwargs = stack_outputs(cfg, True, x)
+    jac = jax.jacobian(lambda x: stack.apply(variables, x, **kwargs)[0])(x)[:, :, 0]  # (T,D,T,D)
+    sensitivity = np.abs(np.asarray(jac)).sum(axis=(1, 3))  # output i <- input j
+    assert np.all(sensitivity[np.triu_indices(6, k=1)] == 0.0)
+    assert np.all(sensitivity[np.tril_indices(6)] > 0.0)
+
+
+def test_freeze_and_transform_differ_only_for_halted_positions():
+    cfg = ACT.replace(ut_steps=2)
+    x = jax.random.normal(jax.random.PRNGKey(0), (2, 6, cfg.d_model))
+    stack, variables, kwargs = stack_outputs(cfg, False, x)
+    results = {}
+    for mode in ("freeze", "transform"):
+        out, state = stack.clone(config=cfg.replace(act_halted=mode)).apply(
+            variables, x, **kwargs, mutable=["intermediates"]
+        )
+        results[mode] = out, state["intermediates"]
+    steps_BT = np.asarray(results["freeze"][1]["ponder_steps"][0])
+    halted_BT = steps_BT == 1
+    assert halted_BT.any() and not halted_BT.all()
+    # The second step's states: a position halted after step 1 is copied (freeze) or
+    # transformed again (transform); a running position sees the same inputs either way.
+    second = {m: np.asarray(r[1]["recurrence"]["step_states"][0][1]) for m, r in results.items()}
+    differs_BT = np.abs(second["freeze"] - second["transform"]).max(-1) > 1e-6
+    np.testing.assert_array_equal(differs_BT, halted_BT)
+    # With two steps the outputs agree: a halted position's own output is frozen either way.
+    np.testing.assert_allclose(results["freeze"][0], results["transform"][0], atol=1e-6)
+
+
+def test_parameter_count_does_not_depend_on_steps():
+    def shapes(cfg):
+        return jax.eval_shape(build_model(cfg).init, jax.random.PRNGKey(0), IDS)["params"]
+
+    one, many = shapes(TINY.replace(ut_steps=1)), shapes(TINY.replace(ut_steps=8))
+    assert jax.tree.map(lambda s: s.shape, one) == jax.tree.map(lambda s: s.shape, many)
+    count = lambda p: sum(s.size for s in jax.tree.leaves(p))  # noqa: E731
+    vanilla = count(shapes(TINY.replace(universal=False, ut_steps=0)))
+    assert count(many) < vanilla  # one block instead of num_decoder_layers = 2
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        ACT,
+        ACT.replace(
+            family="encoder_decoder",
+            positional="rotary",
+            norm="rmsnorm",
+            norm_position="pre",
+            act_halted="transform",
+            num_encoder_layers=1,
+        ),
+    ],
+    ids=["decoder_only", "encoder_decoder_rotary_prenorm_transform"],
+)
+def test_cached_decoding_equals_full_forward(cfg):
+    model = build_model(cfg)
+    source = IDS if cfg.family == "encoder_decoder" else None
+    sequence = jnp.array([[1, 4, 5, 6, 7], [1, 9, 3, 0, 10]], jnp.int32)
+    args = (IDS, sequence) if source is not None else (sequence,)
+    variables = model.init(jax.random.PRNGKey(0), *args)
+    variables = {"params": variables["params"]}
+    step, cache = decoding.cached_step(
+        model, variables, batch_size=2, length=sequence.shape[1], inputs_BS=source
+    )
+    logits = []
+    for k in range(sequence.shape[1]):
+        logits_BV, cache = jax.jit(step)(cache, sequence[:, k])
+        logits.append(logits_BV)
+    np.testing.assert_allclose(
+        jnp.stack(logits, axis=1), model.apply(variables, *args), rtol=1e-5, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"act": True}, "need model.universal=True"),
+        ({"universal": True, "act_threshold_eps": 0.0}, "act_threshold_eps=0.0"),
+        ({"universal": True, "act_halted": "copy"}, "act_halted='copy'"),
+        ({"universal": True, "ut_steps": -1}, "ut_steps=-1"),
+        ({"universal": True, "act_ponder_cost": -0.1}, "act_ponder_cost=-0.1"),
+    ],
+)
+def test_bad_universal_config_is_rejected(fields, match):
+    with pytest.raises(ValueError, match=match):
+        ModelConfig(**fields)

@@ -1,0 +1,134 @@
+"""Multi-device cases for test_parallel.py, run in a subprocess with simulated CPU devices.
+
+XLA_FLAGS=--xla_force_host_platform_device_count=N must be set before JAX starts, so the test
+runs `python parallel_cases.py CASE ARGS...` with that environment; each case prints one JSON
+line. Cases:
+  steps DIR         one train step per layout (jit on 1 and 8 devices, fsdp, pmap, gradient
+                    accumulation): loss and max |param - reference| per layout; then trains one
+                    step sharded (fsdp=4 on 8 devices), checkpoints it to DIR, and writes the
+                    parameters to DIR/expected.npz.
+  restore DIR       restores DIR's checkpoint onto this process's devices; max |param - expected|.
+"""
+
+import functools
+import json
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from transformer_jax import defaults
+from transformer_jax.config import ModelConfig
+from transformer_jax.models import build_model
+from transformer_jax.train import parallel as par
+from transformer_jax.train import step as steps
+from transformer_jax.train.checkpoint import Checkpointer
+from transformer_jax.train.optimizer import make_optimizer
+
+BATCH = 16
+
+
+def setup():
+    cfg = ModelConfig(
+        family="decoder_only",
+        vocab_size=13,
+        d_model=16,
+        num_heads=2,
+        d_ff=32,
+        num_decoder_layers=2,
+        max_len=8,
+        dropout_rate=0.0,
+    )
+    # SGD: parameters move by exactly lr * gradient, so they compare gradients too (Adam's
+    # first step is ~lr * sign(gradient), which amplifies rounding noise).
+    train = defaults.train_config(
+        optimizer="sgd", schedule="constant", learning_rate=0.5, warmup_steps=0, grad_clip_norm=0
+    )
+    model, optimizer = build_model(cfg), make_optimizer(train, cfg.d_model)
+    rng = np.random.default_rng(0)
+    targets = rng.integers(3, 13, size=(BATCH, 8)).astype(np.int32)
+    targets[::3, 5:] = 0  # Rows of different lengths: devices hold different token counts.
+    batch = {"targets": targets, "example_weights": np.ones(BATCH, np.float32)}
+    state = steps.init_state(model, optimizer, batch, jax.random.PRNGKey(0))
+    step = functools.partial(steps.train_step, model=model, optimizer=optimizer, label_smoothing=0)
+    return state, batch, step
+
+
+def one_step(kind, *, fsdp=1, devices=None, accum=1):
+    state, batch, step = setup()
+    if kind == "jit":
+        layout = par.Parallel("jit", par.make_mesh(fsdp, devices))
+    else:
+        layout = par.Parallel("pmap", None)
+    placed = layout.place_state(state)
+    train_fn = layout.compile_train(functools.partial(step, grad_accum_steps=accum), placed)
+    new_state, metrics = train_fn(placed, batch)
+    return jax.device_get(layout.host_state(new_state).params), float(metrics["loss"])
+
+
+def case_steps(directory):
+    reference, ref_loss = one_step("jit", devices=jax.devices()[:1])
+    out = {"devices": jax.device_count(), "reference_loss": ref_loss}
+    layouts = {
+        "jit8": dict(kind="jit"),
+        "fsdp2": dict(kind="jit", fsdp=2),
+        "pmap8": dict(kind="pmap"),
+        "accum4": dict(kind="jit", devices=jax.devices()[:1], accum=4),
+        "accum2_pmap8": dict(kind="pmap", accum=2),
+    }
+    for name, kwargs in layouts.items():
+        params, loss = one_step(**kwargs)
+        diffs = jax.tree.map(lambda a, b: float(np.max(np.abs(a - b))), params, reference)
+        out[name] = {"loss": loss, "max_param_diff": max(jax.tree.leaves(diffs))}
+    _, _, step = setup()
+    state, _, _ = setup()
+    mesh = par.make_mesh(4)
+    out["fsdp_sharded_leaves"] = sum(
+        s.spec != jax.sharding.PartitionSpec()
+        for s in jax.tree.leaves(par.state_shardings(mesh, state).params)
+    )
+    out["save"] = case_save(directory)
+    return out
+
+
+def case_save(directory):
+    state, batch, step = setup()
+    layout = par.Parallel("jit", par.make_mesh(4))
+    placed = layout.place_state(state)
+    new_state, _ = layout.compile_train(step, placed)(placed, batch)
+    with Checkpointer(directory, every=1, keep=1) as checkpointer:
+        checkpointer.save(1, new_state, {"position": 1}, force=True)
+    flat = {jax.tree_util.keystr(k): np.asarray(v) for k, v in _leaves(new_state.params)}
+    np.savez(f"{directory}/expected.npz", **flat)
+    kernel = new_state.params["decoder"]["layer_0"]["ffn"]["wi"]["kernel"]
+    return {"devices": jax.device_count(), "saved_shards": len(kernel.addressable_shards)}
+
+
+def case_restore(directory):
+    state, _, _ = setup()
+    layout = par.Parallel("jit", par.make_mesh(1))
+    with Checkpointer(directory, every=1, keep=1) as checkpointer:
+        restored, data_state = checkpointer.restore(layout.place_state(state))
+    expected = np.load(f"{directory}/expected.npz")
+    diffs = [
+        float(np.max(np.abs(np.asarray(v) - expected[jax.tree_util.keystr(k)])))
+        for k, v in _leaves(restored.params)
+    ]
+    return {
+        "devices": jax.device_count(),
+        "max_param_diff": max(diffs),
+        "step": int(restored.step),
+        "data_state": data_state,
+    }
+
+
+def _leaves(tree):
+    return jax.tree_util.tree_leaves_with_path(tree)
+
+
+if __name__ == "__main__":
+    jax.config.update("jax_numpy_rank_promotion", "raise")
+    name, *args = sys.argv[1:]
+    result = {"steps": case_steps, "restore": case_restore}[name](*args)
+    print(json.dumps(result, default=lambda x: jnp.asarray(x).tolist()))

@@ -1,0 +1,221 @@
+"""The Universal Transformer: one block applied recurrently, optionally with Adaptive
+Computation Time (Dehghani et al. 2019; Graves 2016).
+
+A stack of N distinct layers becomes ONE `Block` applied for T steps with shared weights. Before
+every step t = 1..T the coordinate signal is added: the stack's absolute position signal
+(whatever `positional` is; nothing for rotary, alibi and none, which act inside attention) plus
+the sinusoidal signal of the step number t (the sinusoidal table read at row t).
+
+  fixed steps (act=False):  h_t = Block(h_{t-1} + P + S_t),   output h_T.
+  ACT (act=True), per position, Graves 2016 with the tensor2tensor threshold test:
+    p_t = sigmoid(W h_t + b)                                   halting unit
+    a position halts at the first step N where sum_{t<=N} p_t > 1 - eps, or at step T;
+    R = 1 - sum_{t<N} p_t                                      remainder
+    weights w_t = p_t for t < N, R for t = N, 0 after          (sum to 1 per position)
+    output = sum_t w_t h_t;   ponder cost rho = N + R, tau * mean(rho over real positions).
+  Only R carries gradient into rho (N counts steps). After halting, a position's state is
+  copied unchanged (`act_halted="freeze"`, the paper) or keeps being transformed
+  (`"transform"`, tensor2tensor); its output is frozen either way.
+
+The steps are one `nn.scan` with the parameters broadcast (shared) over steps, dropout keys split
+per step and the "cache" collection stacked per step: the block is shared, but the states it sees
+(so its keys and values) differ at every step, so a decoder keeps T caches. Halting depends only
+on a position's own state, so causal decoders stay causal.
+
+Collections: "losses"/ponder_cost (tau * mean rho, added to the training loss by
+`train.step.train_step`), "diagnostics"/ponder_mean, ponder_max (steps N over real positions),
+"intermediates"/ponder_steps, ponder_remainders (B, T) and step_states (T_steps, B, T, D).
+"""
+
+from typing import NamedTuple
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from transformer_jax.config import ModelConfig
+from transformer_jax.layers.norms import make_norm
+from transformer_jax.layers.positional import AddPositional, sinusoidal_table
+from transformer_jax.models.blocks import Block, BlockContext
+from transformer_jax.models.stack import TransformerStack, build_context, default_positions
+
+
+class ActState(NamedTuple):
+    """The recurrence's carry. Per position (B, T): halting is the summed halting probability
+    (1.0 once halted), remainder R, steps N; output the weighted sum of states so far."""
+
+    state_BTD: jnp.ndarray
+    output_BTD: jnp.ndarray  # float32
+    halting_BT: jnp.ndarray
+    remainder_BT: jnp.ndarray
+    steps_BT: jnp.ndarray
+
+
+def act_update(carry: ActState, new_BTD, p_BT, *, is_last, threshold: float, freeze: bool):
+    """One ACT step for every position: who halts, the weights, the accumulated output.
+
+    `new_BTD` is the block's output h_t and `p_BT` its halting probability; `is_last` (a
+    boolean scalar) forces every running position to halt. Pure, so tests can call it.
+    """
+    running_BT = carry.halting_BT < 1.0
+    halts_BT = running_BT & ((carry.halting_BT + p_BT > threshold) | is_last)
+    continues_BT = running_BT & ~halts_BT
+    remainder_BT = jnp.where(halts_BT, 1.0 - carry.halting_BT, carry.remainder_BT)
+    weight_BT = jnp.where(continues_BT, p_BT, jnp.where(halts_BT, remainder_BT, 0.0))
+    halting_BT = jnp.where(
+        continues_BT, carry.halting_BT + p_BT, jnp.where(halts_BT, 1.0, carry.halting_BT)
+    )
+    output_BTD = carry.output_BTD + weight_BT[..., None] * new_BTD.astype(jnp.float32)
+    state_BTD = jnp.where(running_BT[..., None], new_BTD, carry.state_BTD) if freeze else new_BTD
+    return ActState(
+        state_BTD=state_BTD,
+        output_BTD=output_BTD,
+        halting_BT=halting_BT,
+        remainder_BT=remainder_BT,
+        steps_BT=carry.steps_BT + running_BT.astype(jnp.float32),
+    )
+
+
+class UniversalStep(nn.Module):
+    """One recurrent step: coordinates, the shared block, and (ACT) the halting unit."""
+
+    config: ModelConfig
+    num_steps: int
+    cross_attention: bool = False
+    use_cache: bool = False
+    train: bool = False
+
+    @nn.compact
+    def __call__(self, carry: ActState, step_inputs, position_BTD, context: BlockContext):
+        cfg = self.config
+        step, step_signal_D = step_inputs  # step in 1..num_steps; its sinusoidal signal (D,)
+        x_BTD = carry.state_BTD + (position_BTD + step_signal_D[None, None]).astype(
+            carry.state_BTD.dtype
+        )
+        new_BTD = Block(
+            cfg, cross_attention=self.cross_attention, use_cache=self.use_cache, name="block"
+        )(x_BTD, context, train=self.train)
+        if not cfg.act:
+            self.sow("intermediates", "step_states", new_BTD)
+            return carry._replace(state_BTD=new_BTD), None
+        halting = nn.Dense(
+            1,
+            dtype=jnp.float32,
+            param_dtype=jnp.float32,
+            bias_init=nn.initializers.constant(cfg.act_halting_bias_init),
+            name="halting",
+        )
+        p_BT = nn.sigmoid(halting(new_BTD.astype(jnp.float32)))[..., 0]
+        carry = act_update(
+            carry,
+            new_BTD,
+            p_BT,
+            is_last=step == self.num_steps,
+            threshold=1.0 - cfg.act_threshold_eps,
+            freeze=cfg.act_halted == "freeze",
+        )
+        self.sow("intermediates", "step_states", carry.state_BTD)  # what the next step reads
+        return carry, None
+
+
+class UniversalStack(TransformerStack):
+    """A drop-in for `TransformerStack` (same inputs, masks, cache and parameters outside the
+    block): one block for `config.steps(num_layers)` steps instead of `num_layers` layers.
+
+    (B, T, D) embeddings -> (B, T, D) states. Pre-norm stacks end with a final norm, as there.
+    """
+
+    @nn.compact
+    def __call__(
+        self,
+        x_BTD,
+        *,
+        valid_BT,
+        positions_BT=None,
+        segment_ids_BT=None,
+        memory_BSD=None,
+        memory_valid_BS=None,
+        train: bool = False,
+    ):
+        cfg = self.config
+        if self.use_cache:
+            q_pos_BT, k_pos_BS, k_valid_BS, cache_index = self._cached_positions(
+                valid_BT, positions_BT, segment_ids_BT
+            )
+        else:
+            q_pos_BT = default_positions(valid_BT) if positions_BT is None else positions_BT
+            k_pos_BS, k_valid_BS, cache_index = q_pos_BT, valid_BT, None
+        context = build_context(
+            cfg,
+            causal=self.causal,
+            q_pos_BT=q_pos_BT,
+            k_pos_BS=k_pos_BS,
+            k_valid_BS=k_valid_BS,
+            segment_ids_BT=segment_ids_BT,
+            memory_BSD=memory_BSD,
+            memory_valid_BS=memory_valid_BS,
+            cache_index=cache_index,
+        )
+        # The position part of the coordinates, added at every step rather than once.
+        position_BTD = AddPositional(cfg, name="positional")(
+            jnp.zeros(x_BTD.shape, jnp.float32), q_pos_BT
+        )
+        x_BTD = nn.Dropout(cfg.dropout_rate)(x_BTD, deterministic=not train)
+
+        num_steps = cfg.steps(self.num_layers)
+        steps_S = jnp.arange(1, num_steps + 1, dtype=jnp.int32)
+        step_signal_SD = jnp.asarray(sinusoidal_table(num_steps + 1, x_BTD.shape[-1])[1:])
+        zeros_BT = jnp.zeros(x_BTD.shape[:2], jnp.float32)
+        carry = ActState(
+            state_BTD=x_BTD,
+            output_BTD=jnp.zeros(x_BTD.shape, jnp.float32),
+            halting_BT=zeros_BT,
+            remainder_BT=zeros_BT,
+            steps_BT=zeros_BT,
+        )
+        recurrence = nn.scan(
+            UniversalStep,
+            variable_broadcast="params",  # one block: the same weights at every step
+            # Per step: the caches (each step's keys and values differ), sown values, and
+            # BatchNorm running statistics (the states' statistics differ per step, as in
+            # recurrent batch norm, Cooijmans et al. 2017; its scale and shift stay shared).
+            variable_axes={"cache": 0, "intermediates": 0, "diagnostics": 0, "batch_stats": 0},
+            split_rngs={"params": False, "dropout": True},
+            in_axes=(0, nn.broadcast, nn.broadcast),
+            length=num_steps,
+        )
+        carry, _ = recurrence(
+            cfg,
+            num_steps=num_steps,
+            cross_attention=self.cross_attention,
+            use_cache=self.use_cache,
+            train=train,
+            name="recurrence",
+        )(carry, (steps_S, step_signal_SD), position_BTD, context)
+        if cfg.act:
+            self._record_ponder(carry, valid_BT)
+            y_BTD = carry.output_BTD.astype(x_BTD.dtype)
+        else:
+            y_BTD = carry.state_BTD
+        if cfg.norm_position == "pre":
+            y_BTD = make_norm(cfg, name="final_norm")(y_BTD, train=train)
+        return y_BTD
+
+    def _record_ponder(self, carry: ActState, valid_BT):
+        """Ponder cost tau * mean(N + R) and step statistics, over real positions only."""
+        weights_BT = valid_BT.astype(jnp.float32)
+        count = jnp.maximum(weights_BT.sum(), 1.0)
+        rho_BT = carry.steps_BT + carry.remainder_BT  # N carries no gradient; R does.
+        self.sow(
+            "losses",
+            "ponder_cost",
+            self.config.act_ponder_cost * (rho_BT * weights_BT).sum() / count,
+        )
+        self.sow("diagnostics", "ponder_mean", (carry.steps_BT * weights_BT).sum() / count)
+        self.sow("diagnostics", "ponder_max", jnp.max(carry.steps_BT * weights_BT))
+        self.sow("intermediates", "ponder_steps", carry.steps_BT)
+        self.sow("intermediates", "ponder_remainders", carry.remainder_BT)
+
+
+def stack_class(config: ModelConfig) -> type[TransformerStack]:
+    """The stack every model family builds: universal (shared, recurrent) or N distinct layers."""
+    return UniversalStack if config.universal else TransformerStack

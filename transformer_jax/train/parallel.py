@@ -1,0 +1,214 @@
+"""Scale-out: where the train state and the batches live, and how the train step is compiled.
+
+Two ways to use many devices, chosen by `train.parallelism`:
+
+- "jit" (default): JAX's SPMD runtime. One program is compiled for a device mesh
+  (`jax.sharding.Mesh` over `jax.devices()`, axes ("data", "fsdp")); the batch is split along
+  its first axis over every device, and XLA (GSPMD) inserts the collectives (Xu et al. 2021,
+  "GSPMD"). With `train.fsdp = 1` parameters and optimizer state are replicated: plain data
+  parallelism. With `train.fsdp = f > 1` each parameter (and each optimizer-state leaf of the
+  same shape) is split f ways along its largest dimension that f divides, so each device holds
+  about 1/f of them, gathered for the forward and backward pass and reduce-scattered after
+  (ZeRO-3 / FSDP, Rajbhandari et al. 2020). Leaves with no such dimension (biases of odd size,
+  scalars) stay replicated. The same code runs on 1 device and on N.
+- "pmap": the classic replicated loop. The state is copied to every local device, the batch is
+  reshaped to (devices, B / devices, ...), and `train_step` sums gradients and statistics with
+  `lax.psum` over the "batch" axis (BatchNorm running statistics are averaged; in training
+  BatchNorm normalises with each device's own batch statistics, as in the flax ImageNet
+  example, so BatchNorm models are not bit-equal to one device under pmap). Recent JAX
+  implements `jax.pmap` on top of `shard_map`, so this is the same runtime with a different
+  programming model; it is kept for users who ask for it.
+
+`data.batch_size` is the global batch (all devices, all hosts). It must divide evenly over the
+devices and the `train.grad_accum_steps` micro-batches; `check_parallel_config` says which sizes
+are valid before anything compiles.
+
+Multi-host (TPU pods, multi-node GPU): set `train.distributed = True` and start one process per
+host; `jax.distributed.initialize()` reads the coordinator address and process ids from the
+environment (Cloud TPU, SLURM, or the JAX_COORDINATOR_ADDRESS/JAX_NUM_PROCESSES/JAX_PROCESS_ID
+variables). Every host runs the same seeded data pipeline and keeps its own contiguous slice
+of each global batch, rows [p * B/P, (p + 1) * B/P) for process p = `jax.process_index()` of
+P, which `jax.make_array_from_process_local_data` assembles into one global array. Because the
+pipelines stay in lockstep, the data iterator state is the same on every host and checkpoints
+resume exactly.
+"""
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+PARALLELISMS = ("jit", "pmap")
+DATA, FSDP = "data", "fsdp"  # Mesh axes: batch rows over both, parameters over FSDP.
+PMAP_AXIS = "batch"
+
+
+def check_parallel_config(train, batch_size: int, num_devices: int | None = None) -> None:
+    """Raises ValueError for bad scale-out fields of `config.train`, before anything compiles."""
+    num_devices = jax.device_count() if num_devices is None else num_devices
+    kind = train.get("parallelism", "jit")
+    if kind not in PARALLELISMS:
+        raise ValueError(
+            f"train.parallelism={kind!r} is not valid; choose one of {list(PARALLELISMS)}"
+        )
+    for name in ("fsdp", "grad_accum_steps"):
+        value = train.get(name, 1)
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"train.{name}={value!r} must be an integer >= 1")
+    fsdp = train.get("fsdp", 1)
+    if num_devices % fsdp:
+        valid = [d for d in range(1, num_devices + 1) if num_devices % d == 0]
+        raise ValueError(
+            f"train.fsdp={fsdp} must divide the device count {num_devices}; valid: {valid}"
+        )
+    if fsdp > 1 and kind != "jit":
+        raise ValueError(f"train.fsdp={fsdp} needs train.parallelism='jit', not {kind!r}")
+    for name in ("distributed",):
+        if not isinstance(train.get(name, False), bool):
+            raise ValueError(f"train.{name}={train.get(name)!r} must be True or False")
+    cache_dir = train.get("compilation_cache_dir", "")
+    if not isinstance(cache_dir, str):
+        raise ValueError(
+            f"train.compilation_cache_dir={cache_dir!r} must be a directory path or '' (off)"
+        )
+    accum = train.get("grad_accum_steps", 1)
+    unit = num_devices * accum
+    if batch_size % unit:
+        valid = [unit * m for m in range(1, 5)]
+        raise ValueError(
+            f"data.batch_size={batch_size} does not divide over {num_devices} device(s) x "
+            f"train.grad_accum_steps={accum}; valid batch sizes are multiples of {unit}, "
+            f"e.g. {valid}"
+        )
+
+
+def setup_runtime(train) -> None:
+    """Process-level setup that must precede any computation: multi-host runtime and the
+    persistent compilation cache (compiled programs are reused across restarts of a run)."""
+    if train.get("distributed", False):
+        jax.distributed.initialize()
+    cache_dir = train.get("compilation_cache_dir", "")
+    if cache_dir:
+        jax.config.update("jax_compilation_cache_dir", cache_dir)
+
+
+def make_mesh(fsdp: int = 1, devices=None) -> Mesh:
+    """A (devices / fsdp, fsdp) mesh with axes ("data", "fsdp")."""
+    devices = np.asarray(jax.devices() if devices is None else devices)
+    return Mesh(devices.reshape(devices.size // fsdp, fsdp), (DATA, FSDP))
+
+
+def fsdp_spec(shape: tuple[int, ...], fsdp: int) -> PartitionSpec:
+    """Shards the largest dimension that `fsdp` divides (the first such, on ties); else none."""
+    if fsdp == 1:
+        return PartitionSpec()
+    dims = [d for d in np.argsort([-s for s in shape], kind="stable") if shape[d] % fsdp == 0]
+    if not dims:
+        return PartitionSpec()
+    spec = [None] * len(shape)
+    spec[dims[0]] = FSDP
+    return PartitionSpec(*spec)
+
+
+def state_shardings(mesh: Mesh, state) -> Any:
+    """NamedShardings for a TrainState: parameters and optimizer state by `fsdp_spec`; the step,
+    RNG and BatchNorm statistics replicated."""
+    fsdp = mesh.shape[FSDP]
+    replicated = NamedSharding(mesh, PartitionSpec())
+    by_rule = lambda x: NamedSharding(mesh, fsdp_spec(np.shape(x), fsdp))
+    shardings = jax.tree.map(lambda _: replicated, state)
+    return shardings.replace(
+        params=jax.tree.map(by_rule, state.params),
+        opt_state=jax.tree.map(by_rule, state.opt_state),
+    )
+
+
+def process_slice(batch):
+    """This host's rows of a global batch (all of it on a single host)."""
+    count = jax.process_count()
+    if count == 1:
+        return batch
+    index = jax.process_index()
+
+    def rows(x):
+        per = x.shape[0] // count
+        return x[index * per : (index + 1) * per]
+
+    return jax.tree.map(rows, batch)
+
+
+@dataclasses.dataclass(frozen=True)
+class Parallel:
+    """Placement and compilation for one `train.parallelism`; see the module docstring.
+
+    place_state: single-device state -> state on the devices (sharded or replicated).
+    host_state: state on the devices -> one logical copy (for eval, checkpoints, logging).
+    compile_train: (state, batch) -> (state, metrics) step for this layout; takes host batches.
+    wrap_eval: an eval function of (state, batch) for host batches and placed state.
+    """
+
+    kind: str
+    mesh: Mesh | None
+
+    def place_state(self, state):
+        if self.kind == "pmap":  # One copy per local device, laid out as pmap outputs are.
+            n = jax.local_device_count()
+            stacked = jax.tree.map(
+                lambda x: np.broadcast_to(np.asarray(x), (n, *np.shape(x))), state
+            )
+            return jax.pmap(lambda x: x)(stacked)
+        return jax.device_put(state, state_shardings(self.mesh, state))
+
+    def host_state(self, state):
+        if self.kind == "pmap":
+            return jax.tree.map(lambda x: x[0], state)
+        return state
+
+    def place_batch(self, batch):
+        local = process_slice(batch)
+        if self.kind == "pmap":
+            n = jax.local_device_count()
+            return jax.tree.map(lambda x: x.reshape(n, x.shape[0] // n, *x.shape[1:]), local)
+        sharding = NamedSharding(self.mesh, PartitionSpec((DATA, FSDP)))
+        return jax.tree.map(
+            lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), local
+        )
+
+    def compile_train(self, train_step: Callable, state) -> Callable:
+        """`train_step(state, batch, axis_name=...)` compiled for this layout, donating state."""
+        if self.kind == "pmap":
+            step = jax.pmap(
+                lambda s, b: train_step(s, b, axis_name=PMAP_AXIS),
+                axis_name=PMAP_AXIS,
+                donate_argnums=0,
+            )
+
+            def pmapped(state, batch):
+                state, metrics = step(state, self.place_batch(batch))
+                return state, jax.tree.map(lambda x: x[0], metrics)  # identical on every device
+
+            return pmapped
+        shardings = state_shardings(self.mesh, state)
+        replicated = NamedSharding(self.mesh, PartitionSpec())
+        batch_sharding = NamedSharding(self.mesh, PartitionSpec((DATA, FSDP)))
+        step = jax.jit(
+            train_step,
+            in_shardings=(shardings, batch_sharding),
+            out_shardings=(shardings, replicated),
+            donate_argnums=0,
+        )
+        return lambda state, batch: step(state, self.place_batch(batch))
+
+    def wrap_eval(self, eval_fn: Callable) -> Callable:
+        if self.kind == "pmap":  # Evaluates one replica on one device.
+            return lambda state, batch: eval_fn(self.host_state(state), batch)
+        return lambda state, batch: eval_fn(state, self.place_batch(batch))
+
+
+def make_parallel(train) -> Parallel:
+    """The layout of `config.train` (validated by `check_parallel_config`)."""
+    kind = train.get("parallelism", "jit")
+    return Parallel(kind, make_mesh(train.get("fsdp", 1)) if kind == "jit" else None)
