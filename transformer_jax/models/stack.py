@@ -96,13 +96,9 @@ class TransformerStack(nn.Module):
         train: bool = False,
     ):
         cfg = self.config
-        if self.use_cache:
-            q_pos_BT, k_pos_BS, k_valid_BS, cache_index = self._cached_positions(
-                valid_BT, positions_BT, segment_ids_BT
-            )
-        else:
-            q_pos_BT = default_positions(valid_BT) if positions_BT is None else positions_BT
-            k_pos_BS, k_valid_BS, cache_index = q_pos_BT, valid_BT, None
+        q_pos_BT, k_pos_BS, k_valid_BS, cache_index = self._positions(
+            valid_BT, positions_BT, segment_ids_BT
+        )
         x_BTD = AddPositional(cfg, name="positional")(x_BTD, q_pos_BT)
         x_BTD = nn.Dropout(cfg.dropout_rate)(x_BTD, deterministic=not train)
 
@@ -129,6 +125,13 @@ class TransformerStack(nn.Module):
         if cfg.norm_position == "pre":
             x_BTD = make_norm(cfg, name="final_norm")(x_BTD, train=train)
         return x_BTD
+
+    def _positions(self, valid_BT, positions_BT, segment_ids_BT):
+        """-> query positions (B, T), key positions and validity (B, S), cache index or None."""
+        if self.use_cache:
+            return self._cached_positions(valid_BT, positions_BT, segment_ids_BT)
+        q_pos_BT = default_positions(valid_BT) if positions_BT is None else positions_BT
+        return q_pos_BT, q_pos_BT, valid_BT, None
 
     def _cached_positions(self, valid_BT, positions_BT, segment_ids_BT):
         """-> query positions (B, T), key positions and validity (B, L), cache index (or None)."""

@@ -36,7 +36,7 @@ from transformer_jax.config import ModelConfig
 from transformer_jax.layers.norms import make_norm
 from transformer_jax.layers.positional import AddPositional, sinusoidal_table
 from transformer_jax.models.blocks import Block, BlockContext
-from transformer_jax.models.stack import TransformerStack, build_context, default_positions
+from transformer_jax.models.stack import TransformerStack, build_context
 
 
 class ActState(NamedTuple):
@@ -137,13 +137,9 @@ class UniversalStack(TransformerStack):
         train: bool = False,
     ):
         cfg = self.config
-        if self.use_cache:
-            q_pos_BT, k_pos_BS, k_valid_BS, cache_index = self._cached_positions(
-                valid_BT, positions_BT, segment_ids_BT
-            )
-        else:
-            q_pos_BT = default_positions(valid_BT) if positions_BT is None else positions_BT
-            k_pos_BS, k_valid_BS, cache_index = q_pos_BT, valid_BT, None
+        q_pos_BT, k_pos_BS, k_valid_BS, cache_index = self._positions(
+            valid_BT, positions_BT, segment_ids_BT
+        )
         context = build_context(
             cfg,
             causal=self.causal,
