@@ -9,9 +9,8 @@ runs anywhere without a download. Pre-norm, GELU, untied output layer, as in GPT
 characters train, the last 10% validate.
 """
 
-from pathlib import Path
-
 import pydoc_data
+from pathlib import Path
 
 from transformer_jax import defaults
 
