@@ -13,11 +13,12 @@ mean number of steps per real position (ACT only).
 from transformer_jax.sweeps import Sweep
 
 
-def get_sweep():
+def make_sweep(task: str) -> Sweep:
+    """The comparison on one algorithmic task of configs/ablation.py."""
     universal = {"model.universal": True}
     return Sweep(
         config="configs/ablation.py",
-        config_arg="reverse",
+        config_arg=task,
         variants={
             "transformer": {},
             "ut_2": {**universal, "model.ut_steps": 2},
@@ -36,3 +37,7 @@ def get_sweep():
         ),
         baseline="transformer",
     )
+
+
+def get_sweep():
+    return make_sweep("reverse")

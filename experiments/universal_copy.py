@@ -10,29 +10,10 @@ steps (Graves 2016 halting, eps=0.01, halting bias -1, ponder cost tau=0.01). po
 mean number of steps per real position (ACT only).
 """
 
-from transformer_jax.sweeps import Sweep
+import runpy
+from pathlib import Path
 
 
 def get_sweep():
-    universal = {"model.universal": True}
-    return Sweep(
-        config="configs/ablation.py",
-        config_arg="copy",
-        variants={
-            "transformer": {},
-            "ut_2": {**universal, "model.ut_steps": 2},
-            "ut_4": {**universal, "model.ut_steps": 4},
-            "ut_act_4": {**universal, "model.ut_steps": 4, "model.act": True},
-        },
-        seeds=(0, 1, 2),
-        metrics=(
-            "test_long/token_accuracy",
-            "test_long/seq_accuracy",
-            "test/token_accuracy",
-            "test/seq_accuracy",
-            "test/ponder_mean/encoder",
-            "test_long/ponder_mean/encoder",
-            "test_long/ponder_mean/decoder",
-        ),
-        baseline="transformer",
-    )
+    # The variants and metrics are those of experiments/universal.py; only the task differs.
+    return runpy.run_path(str(Path(__file__).with_name("universal.py")))["make_sweep"]("copy")
