@@ -96,23 +96,11 @@ class TransformerStack(nn.Module):
         train: bool = False,
     ):
         cfg = self.config
-        q_pos_BT, k_pos_BS, k_valid_BS, cache_index = self._positions(
-            valid_BT, positions_BT, segment_ids_BT
+        q_pos_BT, context = self._context(
+            valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS
         )
         x_BTD = AddPositional(cfg, name="positional")(x_BTD, q_pos_BT)
         x_BTD = nn.Dropout(cfg.dropout_rate)(x_BTD, deterministic=not train)
-
-        context = build_context(
-            cfg,
-            causal=self.causal,
-            q_pos_BT=q_pos_BT,
-            k_pos_BS=k_pos_BS,
-            k_valid_BS=k_valid_BS,
-            segment_ids_BT=segment_ids_BT,
-            memory_BSD=memory_BSD,
-            memory_valid_BS=memory_valid_BS,
-            cache_index=cache_index,
-        )
         x_BTD = apply_layers(  # Unrolled or scanned, with remat: see models/scan.py.
             cfg,
             self.num_layers,
@@ -125,6 +113,24 @@ class TransformerStack(nn.Module):
         if cfg.norm_position == "pre":
             x_BTD = make_norm(cfg, name="final_norm")(x_BTD, train=train)
         return x_BTD
+
+    def _context(self, valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS):
+        """-> query positions (B, T) and the BlockContext every layer (or step) shares."""
+        q_pos_BT, k_pos_BS, k_valid_BS, cache_index = self._positions(
+            valid_BT, positions_BT, segment_ids_BT
+        )
+        context = build_context(
+            self.config,
+            causal=self.causal,
+            q_pos_BT=q_pos_BT,
+            k_pos_BS=k_pos_BS,
+            k_valid_BS=k_valid_BS,
+            segment_ids_BT=segment_ids_BT,
+            memory_BSD=memory_BSD,
+            memory_valid_BS=memory_valid_BS,
+            cache_index=cache_index,
+        )
+        return q_pos_BT, context
 
     def _positions(self, valid_BT, positions_BT, segment_ids_BT):
         """-> query positions (B, T), key positions and validity (B, S), cache index or None."""

@@ -36,7 +36,7 @@ from transformer_jax.config import ModelConfig
 from transformer_jax.layers.norms import make_norm
 from transformer_jax.layers.positional import AddPositional, sinusoidal_table
 from transformer_jax.models.blocks import Block, BlockContext
-from transformer_jax.models.stack import TransformerStack, build_context
+from transformer_jax.models.stack import TransformerStack
 
 
 class ActState(NamedTuple):
@@ -137,19 +137,8 @@ class UniversalStack(TransformerStack):
         train: bool = False,
     ):
         cfg = self.config
-        q_pos_BT, k_pos_BS, k_valid_BS, cache_index = self._positions(
-            valid_BT, positions_BT, segment_ids_BT
-        )
-        context = build_context(
-            cfg,
-            causal=self.causal,
-            q_pos_BT=q_pos_BT,
-            k_pos_BS=k_pos_BS,
-            k_valid_BS=k_valid_BS,
-            segment_ids_BT=segment_ids_BT,
-            memory_BSD=memory_BSD,
-            memory_valid_BS=memory_valid_BS,
-            cache_index=cache_index,
+        q_pos_BT, context = self._context(
+            valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS
         )
         # The position part of the coordinates, added at every step rather than once.
         position_BTD = AddPositional(cfg, name="positional")(
