@@ -1,7 +1,12 @@
-"""Shared test setup: strict rank promotion catches silent broadcasting bugs."""
+"""Shared test setup: strict rank promotion catches silent broadcasting bugs; the trainer's
+malloc settings (transformer_jax/train/host_memory.py), set before JAX starts its threads."""
 
 import jax
 import pytest
+
+from transformer_jax.train import host_memory
+
+host_memory.reuse_freed_memory()
 
 
 @pytest.fixture(autouse=True)

@@ -53,6 +53,9 @@ def train_config(**overrides) -> ml_collections.ConfigDict:
     t.grad_accum_steps = 1  # micro-batches per update; the update equals one full-batch step
     t.distributed = False  # multi-host: call jax.distributed.initialize() first (TPU pods)
     t.compilation_cache_dir = ""  # persistent XLA compilation cache directory; "" = off
+    # Dropout's random bits: "partitionable" (the same masks however the batch is sharded),
+    # "sequential" (4-5x faster on CPUs) or "auto" (sequential on one device); see train/step.py.
+    t.threefry = "auto"
     t.update(overrides)
     return t
 

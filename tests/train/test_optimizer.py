@@ -172,6 +172,11 @@ def test_decay_mask_excludes_vectors_and_scalars():
     assert mask == {"k": True, "b": False, "s": False}
 
 
+def test_decay_mask_excludes_attention_head_biases():
+    query = {"kernel": jnp.ones((8, 2, 4)), "bias": jnp.ones((2, 4))}  # (D, N, H) and (N, H)
+    assert optimizer.decay_mask({"query": query}) == {"query": {"kernel": True, "bias": False}}
+
+
 @pytest.mark.parametrize("clip", [0.0, 1.0])
 def test_global_norm_clipping(clip):
     config = _train_config(

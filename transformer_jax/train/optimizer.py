@@ -118,12 +118,17 @@ def make_schedule(train_config: Any, d_model: int) -> optax.Schedule:
 
 
 def decay_mask(params: Any) -> Any:
-    """True for leaves that get weight decay: matrices and kernels (ndim >= 2).
+    """True for leaves that get weight decay: matrices, kernels and embedding tables.
 
-    Biases, LayerNorm/RMSNorm scales and any other 1-D (or scalar) parameter are
-    excluded, following common AdamW practice (e.g. nanoGPT, big_vision).
+    Biases (including the (heads, head_dim) biases of the attention projections), LayerNorm/
+    RMSNorm scales and any other 1-D (or scalar) parameter are excluded, following common AdamW
+    practice (e.g. nanoGPT, big_vision).
     """
-    return jax.tree.map(lambda p: jnp.ndim(p) >= 2, params)
+
+    def decays(path, p) -> bool:
+        return jnp.ndim(p) >= 2 and getattr(path[-1], "key", None) != "bias"
+
+    return jax.tree_util.tree_map_with_path(decays, params)
 
 
 def _adam_family(

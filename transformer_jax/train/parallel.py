@@ -41,6 +41,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from transformer_jax.train import host_memory
+
 PARALLELISMS = ("jit", "pmap")
 DATA, FSDP = "data", "fsdp"  # Mesh axes: batch rows over both, parameters over FSDP.
 PMAP_AXIS = "batch"
@@ -86,8 +88,10 @@ def check_parallel_config(train, batch_size: int, num_devices: int | None = None
 
 
 def setup_runtime(train) -> None:
-    """Process-level setup that must precede any computation: multi-host runtime and the
-    persistent compilation cache (compiled programs are reused across restarts of a run)."""
+    """Process-level setup that must precede any computation: malloc settings that let XLA:CPU
+    reuse its temporaries (see host_memory.py), multi-host runtime and the persistent
+    compilation cache (compiled programs are reused across restarts of a run)."""
+    host_memory.reuse_freed_memory()
     if train.get("distributed", False):
         jax.distributed.initialize()
     cache_dir = train.get("compilation_cache_dir", "")
@@ -152,6 +156,11 @@ class Parallel:
 
     kind: str
     mesh: Mesh | None
+
+    @property
+    def num_devices(self) -> int:
+        """Devices one step runs on (all of them under pmap)."""
+        return jax.device_count() if self.kind == "pmap" else self.mesh.devices.size
 
     def place_state(self, state):
         if self.kind == "pmap":  # One copy per local device, laid out as pmap outputs are.

@@ -4,6 +4,7 @@ Metrics leave the device as sums and counts; the host divides (as the flax examp
 averages over many batches are exact whatever the padding.
 """
 
+import functools
 from typing import Any
 
 import flax
@@ -166,6 +167,45 @@ def train_step(
         step=state.step + 1, params=params, opt_state=opt_state, batch_stats=batch_stats
     )
     return new_state, metrics
+
+
+THREEFRY_MODES = ("auto", "partitionable", "sequential")
+
+
+def threefry_partitionable(mode: str, num_devices: int) -> bool:
+    """Whether dropout masks use JAX's partitionable threefry (`train.threefry`).
+
+    "partitionable" (JAX's default) draws the same bits however the batch is sharded, which a
+    step sharded over several devices needs; "sequential", JAX's original scheme, draws them 4-5x
+    faster on a CPU (2.1 vs 9.5 ms for 2M bits on 2 cores), which on the small benchmark is a
+    third of the step with dropout 0.1. "auto" takes "sequential" on one device, else
+    "partitionable". The two give different (equally random) masks.
+    """
+    if mode not in THREEFRY_MODES:
+        raise ValueError(f"train.threefry={mode!r} is invalid; valid: {list(THREEFRY_MODES)}")
+    if mode == "auto":
+        return num_devices > 1
+    return mode == "partitionable"
+
+
+def make_train_step(model, optimizer, train_config, num_devices: int):
+    """The trainer's step: `train_step` bound to the model, optimizer and `config.train`, traced
+    with the threefry scheme `train.threefry` picks for `num_devices`."""
+    step = functools.partial(
+        train_step,
+        model=model,
+        optimizer=optimizer,
+        label_smoothing=float(train_config.label_smoothing),
+        grad_accum_steps=train_config.get("grad_accum_steps", 1),
+    )
+    partitionable = threefry_partitionable(train_config.get("threefry", "auto"), num_devices)
+
+    @functools.wraps(train_step)
+    def step_with_threefry(state, batch, **kwargs):
+        with jax.threefry_partitionable(partitionable):  # Read while tracing.
+            return step(state, batch, **kwargs)
+
+    return step_with_threefry
 
 
 def eval_step(state: TrainState, batch, *, model, diagnostics: bool):

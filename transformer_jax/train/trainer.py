@@ -95,6 +95,7 @@ def check_train_config(train: ml_collections.ConfigDict):
         value = train[name]
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"train.{name}={value!r} must be an integer >= 1")
+    steps.threefry_partitionable(train.get("threefry", "auto"), num_devices=1)  # Validates.
     if train.checkpoint_every % train.log_every:
         raise ValueError(
             f"train.checkpoint_every={train.checkpoint_every} must be a multiple of "
@@ -219,14 +220,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     parallel = make_parallel(train_cfg)  # Train state on the devices; see train/parallel.py.
     state = parallel.place_state(state)
     train_fn = parallel.compile_train(
-        functools.partial(
-            steps.train_step,
-            model=model,
-            optimizer=optimizer,
-            label_smoothing=float(train_cfg.label_smoothing),
-            grad_accum_steps=train_cfg.get("grad_accum_steps", 1),
-        ),
-        state,
+        steps.make_train_step(model, optimizer, train_cfg, parallel.num_devices), state
     )
     eval_fn = jax.jit(
         functools.partial(steps.eval_step, model=model, diagnostics=train_cfg.diagnostics)

@@ -1,0 +1,264 @@
+"""Training speed of one decoder-only config, optionally side by side with PyTorch eager.
+
+  python -m benchmarks.train_speed --config=benchmarks/speed_configs.py:small --torch
+  python -m benchmarks.train_speed --config=benchmarks/speed_configs.py:medium --torch
+  python -m benchmarks.train_speed --config=benchmarks/speed_configs.py:gpt2_small   # GPU/TPU
+  python -m benchmarks.train_speed --config=benchmarks/speed_configs.py:small \
+      --config.model.positional=rotary --config.batch_size=16
+
+Prints compile time, step time (median of `timed_steps` after `warmup_steps`), tokens per
+second, model FLOPs per token (6 N + 12 L T D, as in the PaLM paper's MFU) and XLA's own count,
+achieved FLOP/s and its ratio to a matrix-multiply peak measured on the same device (model FLOPs
+utilisation), and memory. The step timed is the trainer's: `transformer_jax.train.step.train_step`
+under jit with the state donated, a fresh host batch every step.
+
+With --torch the same model is built in PyTorch (benchmarks/torch_reference.py), loaded with the
+same initial weights (the logits are compared before timing), and trained with the same optimizer
+and learning rates on the same batches; the two alternate in rounds of `--round_steps` steps so
+that a change in the machine's load affects both alike, and the ratio of tokens/s is printed.
+"""
+
+import resource
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+from ml_collections import config_flags
+
+from transformer_jax.config import ModelConfig
+from transformer_jax.models import build_model
+from transformer_jax.train import host_memory
+from transformer_jax.train import step as steps
+from transformer_jax.train.optimizer import make_optimizer, make_schedule
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", "benchmarks/speed_configs.py:small", "Benchmark config."
+)
+_TORCH = flags.DEFINE_bool("torch", False, "Also time the same model in PyTorch eager.")
+_ROUND_STEPS = flags.DEFINE_integer("round_steps", 5, "Steps per round when alternating.")
+_PEAK_SIZE = flags.DEFINE_integer(
+    "peak_size", 0, "Matrix size for the matmul peak; 0 = 2048 on CPU, 8192 on accelerators."
+)
+
+
+def model_flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
+    """Training FLOPs per token of a decoder-only model: 6 N + 12 L T (N_heads H).
+
+    N counts the weights of every matrix multiply (attention projections, feed-forward, output
+    layer; not the embedding lookup, biases or norms); 6 = 2 (multiply-add) x 3 (forward, and a
+    backward twice as costly). 12 L T N_heads H is attention's QK^T and AV over the whole T x T
+    square, the PaLM paper's convention (appendix B), which ignores that causal masking could
+    skip half of it.
+    """
+    if cfg.family != "decoder_only":
+        raise ValueError(f"model.family={cfg.family!r}: FLOPs are counted for decoder_only only")
+    inner, kv_inner = cfg.num_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+    ffn_matrices = 3 if cfg.activation == "swiglu" else 2
+    per_layer = cfg.d_model * (2 * inner + 2 * kv_inner) + ffn_matrices * cfg.d_model * cfg.d_ff
+    matmul_weights = cfg.num_decoder_layers * per_layer + cfg.d_model * cfg.vocab_size
+    attention = 12 * cfg.num_decoder_layers * seq_len * inner
+    return 6 * matmul_weights + attention
+
+
+def matmul_peak_flops(size: int, dtype) -> float:
+    """FLOP/s of the best of several (size x size) @ (size x size) products on the device."""
+    keys = jax.random.split(jax.random.key(0))
+    a, b = (jax.random.normal(k, (size, size), dtype) for k in keys)
+    matmul = jax.jit(jnp.matmul)
+    matmul(a, b).block_until_ready()
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        matmul(a, b).block_until_ready()
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
+
+
+def synthetic_batches(cfg: ModelConfig, batch_size: int, seq_len: int, count: int):
+    """`count` batches of random tokens (ids 3..V-1: no padding, BOS or EOS), as numpy arrays."""
+    rng = np.random.default_rng(0)
+    return [
+        {
+            "targets": rng.integers(3, cfg.vocab_size, (batch_size, seq_len), dtype=np.int32),
+            "example_weights": np.ones(batch_size, np.float32),
+        }
+        for _ in range(count)
+    ]
+
+
+class JaxRunner:
+    """The trainer's step, compiled ahead of time so that compilation is timed on its own."""
+
+    def __init__(self, cfg: ModelConfig, train_config, batch):
+        self.model = build_model(cfg)
+        self.optimizer = make_optimizer(train_config, cfg.d_model)
+        self.state = steps.init_state(self.model, self.optimizer, batch, jax.random.key(0))
+        step = steps.make_train_step(self.model, self.optimizer, train_config, num_devices=1)
+        start = time.perf_counter()
+        lowered = jax.jit(step, donate_argnums=0).lower(self.state, batch)
+        self.trace_s = time.perf_counter() - start
+        start = time.perf_counter()
+        self.compiled = lowered.compile()
+        self.compile_s = time.perf_counter() - start
+
+    def step(self, batch) -> float:
+        start = time.perf_counter()
+        self.state, metrics = self.compiled(self.state, batch)
+        jax.block_until_ready((self.state, metrics))
+        return time.perf_counter() - start
+
+    def xla_flops(self) -> float | None:
+        analysis = self.compiled.cost_analysis()
+        analysis = analysis[0] if isinstance(analysis, list) else analysis
+        return (analysis or {}).get("flops")
+
+    def memory_lines(self) -> list[str]:
+        lines = []
+        analysis = self.compiled.memory_analysis()
+        if analysis is not None:
+            mib = lambda n: n / 2**20
+            lines.append(
+                f"XLA step memory: arguments {mib(analysis.argument_size_in_bytes):,.1f} MiB, "
+                f"temporaries {mib(analysis.temp_size_in_bytes):,.1f} MiB, "
+                f"outputs {mib(analysis.output_size_in_bytes):,.1f} MiB "
+                f"(aliased with arguments {mib(analysis.alias_size_in_bytes):,.1f} MiB)"
+            )
+        stats = jax.devices()[0].memory_stats() or {}
+        if "peak_bytes_in_use" in stats:
+            lines.append(f"device peak memory: {stats['peak_bytes_in_use'] / 2**30:,.2f} GiB")
+        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # KiB on Linux.
+        lines.append(f"process peak resident memory: {peak_rss:,.0f} MiB")
+        return lines
+
+
+class TorchRunner:
+    """The same model in PyTorch eager, starting from the JAX runner's weights."""
+
+    def __init__(self, cfg: ModelConfig, train_config, jax_runner: JaxRunner, batch):
+        import torch
+
+        from benchmarks import torch_reference
+
+        self.torch = torch
+        self.device = "cuda" if jax.devices()[0].platform == "gpu" else "cpu"
+        self.model = torch_reference.DecoderOnly(cfg)
+        torch_reference.load_jax_params(self.model, jax.device_get(jax_runner.state.params))
+        self.model.to(self.device)
+        self.max_logit_difference = self._compare_logits(jax_runner, batch)
+        self.model.train()
+        optimizer = torch_reference.make_optimizer(self.model, train_config)
+        schedule = make_schedule(train_config, cfg.d_model)
+        rates = np.asarray(jax.vmap(schedule)(jnp.arange(train_config.steps)))
+        self.train_step = torch_reference.make_train_step(
+            self.model, optimizer, train_config, rates
+        )
+        self.autocast = cfg.dtype == "bfloat16"
+
+    def _compare_logits(self, jax_runner: JaxRunner, batch) -> float:
+        """Largest |logit difference| of the two models on one batch, without dropout."""
+        params = {"params": jax_runner.state.params}
+        args, kwargs = steps.model_inputs("decoder_only", batch)
+        expected = np.asarray(jax_runner.model.apply(params, *args, **kwargs), np.float32)
+        self.model.eval()
+        with self.torch.no_grad():
+            got = self.model(self._tensor(args[0])).float().cpu().numpy()
+        return float(np.max(np.abs(got - expected)))
+
+    def _tensor(self, array):
+        return self.torch.from_numpy(np.asarray(array)).long().to(self.device)
+
+    def step(self, batch) -> float:
+        start = time.perf_counter()
+        args, _ = steps.model_inputs("decoder_only", batch)
+        inputs, targets = self._tensor(args[0]), self._tensor(batch["targets"])
+        with self.torch.autocast(self.device, self.torch.bfloat16, enabled=self.autocast):
+            loss = self.train_step(inputs, targets)
+        loss.item()  # Waits for the step, as block_until_ready does.
+        return time.perf_counter() - start
+
+
+def run_rounds(runners: dict, batches, warmup: int, timed: int, round_steps: int) -> dict:
+    """Per-step seconds of each runner, the runners alternating every `round_steps` steps."""
+    times = {name: [] for name in runners}
+    for runner in runners.values():
+        for i in range(warmup):
+            runner.step(batches[i % len(batches)])
+    done = 0
+    while done < timed:
+        count = min(round_steps, timed - done)
+        for name, runner in runners.items():
+            # One untimed step first: the other framework's threads may still be spinning.
+            runner.step(batches[done % len(batches)])
+            for i in range(done, done + count):
+                times[name].append(runner.step(batches[i % len(batches)]))
+        done += count
+    return times
+
+
+def main(argv):
+    del argv
+    config = _CONFIG.value
+    host_memory.reuse_freed_memory()  # As the trainer does; before JAX starts its threads.
+    cfg = ModelConfig(**config.model)  # Validated here, before anything compiles.
+    seq_len, batch_size = config.seq_len, config.batch_size
+    if seq_len > cfg.max_len:
+        raise ValueError(f"seq_len={seq_len} exceeds model.max_len={cfg.max_len}")
+    device = jax.devices()[0]
+    tokens = batch_size * seq_len
+    print(
+        f"{config.name}: {cfg.num_decoder_layers} layers, d_model {cfg.d_model}, "
+        f"{cfg.num_heads} heads, batch {batch_size} x {seq_len}, {cfg.dtype}, "
+        f"on {device.platform} ({device.device_kind}), jax {jax.__version__}"
+    )
+    batches = synthetic_batches(cfg, batch_size, seq_len, count=4)
+
+    runner = JaxRunner(cfg, config.train, batches[0])
+    print(f"parameters: {steps.count_params(runner.state.params):,}")
+    print(f"trace + lower: {runner.trace_s:.2f} s, compile: {runner.compile_s:.2f} s")
+    runners = {"jax": runner}
+    if _TORCH.value:
+        import torch
+
+        torch_runner = TorchRunner(cfg, config.train, runner, batches[0])
+        print(
+            f"pytorch {torch.__version__} ({torch.get_num_threads()} threads): max |logit "
+            f"difference| at initialisation {torch_runner.max_logit_difference:.2e}"
+        )
+        runners["pytorch"] = torch_runner
+    times = run_rounds(
+        runners, batches, config.warmup_steps, config.timed_steps, _ROUND_STEPS.value
+    )
+
+    flops_per_token = model_flops_per_token(cfg, seq_len)
+    xla_flops = runner.xla_flops()
+    peak_size = _PEAK_SIZE.value or (2048 if device.platform == "cpu" else 8192)
+    peak_dtype = jnp.dtype(cfg.dtype)
+    peak = matmul_peak_flops(peak_size, peak_dtype)
+    print(
+        f"model FLOPs per token: {flops_per_token / 1e6:,.2f} M (6 N + 12 L T D)"
+        + (f"; XLA counts {xla_flops / tokens / 1e6:,.2f} M" if xla_flops else "")
+    )
+    print(f"matmul peak ({peak_size}^2 {peak_dtype.name}): {peak / 1e12:,.3f} TFLOP/s")
+    rates = {}
+    for name, seconds in times.items():
+        median = float(np.median(seconds))
+        rates[name] = tokens / median
+        achieved = flops_per_token * rates[name]
+        spread = f"{np.percentile(seconds, 10) * 1e3:.1f}-{np.percentile(seconds, 90) * 1e3:.1f}"
+        print(
+            f"{name:>8}: step {median * 1e3:,.1f} ms (p10-p90 {spread} ms), "
+            f"{rates[name]:,.0f} tokens/s, {achieved / 1e12:,.3f} TFLOP/s, "
+            f"MFU {achieved / peak:.1%}"
+        )
+    for line in runner.memory_lines():
+        print(line)
+    if "pytorch" in rates:
+        print(f"tokens/s ratio jax / pytorch: {rates['jax'] / rates['pytorch']:.2f}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    app.run(main)
