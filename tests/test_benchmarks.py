@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from benchmarks import speed_configs
-from benchmarks.train_speed import JaxRunner, model_flops_per_token, synthetic_batches
+from benchmarks.timing import JaxRunner, model_flops_per_token, synthetic_batches
 from transformer_jax.config import ModelConfig
 from transformer_jax.models import build_model
 from transformer_jax.train import host_memory
