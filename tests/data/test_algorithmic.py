@@ -30,10 +30,14 @@ def test_symbol_tasks_contents_and_lengths(tmp_path, task):
     assert info.kind == "seq2seq" and info.vocab_size == 3 + config.num_symbols
     assert (info.max_input_len, info.max_target_len) == (12, 13)  # long_max_len, + EOS
     assert info.eval_splits == ("test", "test_long")
+    # Only test_long is padded to its long sequences; train and test to max_len (+ EOS).
+    padded = {"train": (8, 9), "test": (8, 9), "test_long": (12, 13)}
+    assert {split: info.padded_lengths(split) for split in padded} == padded
     reference = {"copy": lambda x: x, "reverse": lambda x: x[::-1], "sort": np.sort}[task]
     ranges = {"train": (1, 8), "test": (1, 8), "test_long": (9, 12)}
     for split, (low, high) in ranges.items():
         inputs, targets = _split_rows(config, split)
+        assert (len(inputs[0]), len(targets[0])) == padded[split]
         assert len(inputs) == {"train": 300, "test": 50, "test_long": 30}[split]
         lengths = []
         for x_row, y_row in zip(inputs, targets, strict=True):

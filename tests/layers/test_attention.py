@@ -163,3 +163,9 @@ def test_collecting_weights_does_not_change_outputs(impl):
     entropy = -(weights * np.log(weights)).sum(-1).mean()
     np.testing.assert_allclose(diag["attention_entropy"][0], entropy, rtol=1e-5)
     np.testing.assert_allclose(diag["attention_max_prob"][0], weights.max(-1).mean(), rtol=1e-6)
+
+
+def test_auto_impl_is_einsum_on_cpu_and_jax_elsewhere():
+    expected = "einsum" if jax.default_backend() == "cpu" else "jax"
+    assert attention.resolve_impl("auto") == expected
+    assert attention.resolve_impl("jax") == "jax" and attention.resolve_impl("einsum") == "einsum"

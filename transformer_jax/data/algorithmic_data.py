@@ -89,6 +89,11 @@ class AlgorithmicData:
         alphabet = algorithmic.ADDITION_ALPHABET if is_addition else symbol_alphabet(num_symbols)
         tokenizer = CharTokenizer(alphabet)
         eval_splits = ("test", "test_long") if cfg.num_test_long > 0 else ("test",)
+        split_lengths = {}
+        if cfg.max_input_len == -1 and cfg.max_target_len == -1:
+            # Derived lengths: train and test are padded only as far as their sequences go.
+            short = algorithmic.max_lengths(task, cfg.max_len)
+            split_lengths = {"train": short, "test": short}
         self.info = DatasetInfo(
             name=task,
             kind="seq2seq",
@@ -97,17 +102,15 @@ class AlgorithmicData:
             max_target_len=max_target_len,
             eval_splits=eval_splits,
             tokenizer=tokenizer,
+            split_lengths=split_lengths,
         )
 
-    def _rows(self, examples: Sequence[dict[str, Any]]) -> list:
-        i = self.info
-        return [
-            seq2seq_row(ex["inputs"], ex["targets"], i.max_input_len, i.max_target_len)
-            for ex in examples
-        ]
+    def _rows(self, examples: Sequence[dict[str, Any]], split: str) -> list:
+        input_len, target_len = self.info.padded_lengths(split)
+        return [seq2seq_row(ex["inputs"], ex["targets"], input_len, target_len) for ex in examples]
 
     def _read_batch(self, source, indices: np.ndarray) -> Batch:
-        return stack(self._rows(source.__getitems__([int(i) for i in indices])))
+        return stack(self._rows(source.__getitems__([int(i) for i in indices]), "train"))
 
     def train_dataset(self, *, seed: int, batch_size: int) -> grain.IterDataset:
         source = open_split(self.tfds_name, "train", self._data_dir)
@@ -123,5 +126,6 @@ class AlgorithmicData:
         n = len(source) if max_examples is None else min(len(source), max_examples)
         rows = []
         for start in range(0, n, _READ_CHUNK):
-            rows += self._rows(source.__getitems__(list(range(start, min(n, start + _READ_CHUNK)))))
+            chunk = source.__getitems__(list(range(start, min(n, start + _READ_CHUNK))))
+            rows += self._rows(chunk, split)
         return rows_to_batches(rows, batch_size)

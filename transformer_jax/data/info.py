@@ -34,8 +34,12 @@ class DatasetInfo:
       name: dataset name as in `config.data.name`.
       kind: "seq2seq" (inputs -> targets), "lm" (targets only) or "classification".
       vocab_size: number of token ids, including the 3 special ids.
-      max_input_len: padded length of "inputs" (0 for lm).
-      max_target_len: padded length of "targets" including the EOS slot (lm: seq_len).
+      max_input_len: padded length of "inputs" (0 for lm), in the split with the longest.
+      max_target_len: padded length of "targets" including the EOS slot (lm: seq_len), ditto.
+      split_lengths: (inputs, targets) padded lengths of the splits padded shorter than the
+        max lengths, by split name: algorithmic tasks pad train and test to the longest
+        in-distribution sequence, only test_long to the longest of all (half the compute on
+        copy, whose test_long sequences are twice as long).
       eval_splits: splits that `make_eval_batches` accepts besides "train".
       tokenizer: object with encode(str) -> list[int] and decode(list[int]) -> str; None for
         images.
@@ -53,3 +57,8 @@ class DatasetInfo:
     tokenizer: Tokenizer | None
     num_classes: int = 0
     image_shape: tuple[int, int, int] | None = None
+    split_lengths: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+
+    def padded_lengths(self, split: str) -> tuple[int, int]:
+        """(inputs, targets) padded lengths of the batches of `split`."""
+        return self.split_lengths.get(split, (self.max_input_len, self.max_target_len))

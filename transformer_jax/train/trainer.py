@@ -116,6 +116,10 @@ def git_commit() -> str:
         return "unknown"
 
 
+# Fields that change how, not what, the model computes: a run may resume with another value.
+_SAME_MATH_FIELDS = {"attention_impl"}
+
+
 def _check_same_config(workdir: Path, resolved: dict):
     """Refuses to resume a run directory with a different model, data or seed.
 
@@ -133,7 +137,8 @@ def _check_same_config(workdir: Path, resolved: dict):
         )
     for section in ("model", "data"):
         old, new = previous.get(section, {}), resolved.get(section, {})
-        changed = sorted(k for k in old.keys() & new.keys() if old[k] != new[k])
+        compared = old.keys() & new.keys() - _SAME_MATH_FIELDS
+        changed = sorted(k for k in compared if old[k] != new[k])
         if changed:
             diffs = ", ".join(f"{section}.{k}: {old[k]!r} -> {new[k]!r}" for k in changed)
             raise ValueError(
