@@ -1,7 +1,7 @@
 """Scale-out figures: compile time with and without nn.scan, memory with and without remat, and
 throughput on 1 vs N devices.
 
-    XLA_FLAGS=--xla_force_host_platform_device_count=8 python benchmarks/scale.py
+    XLA_FLAGS=--xla_force_host_platform_device_count=8 python -m benchmarks.scale
 
 Simulated CPU devices share the host's cores, so the 1-vs-8 throughput shows the overhead of
 the sharded program, not a speed-up; on a TPU or multi-GPU host the same script measures the
@@ -78,6 +78,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=10, help="Timed steps per throughput.")
     args = parser.parse_args()
     print(f"{jax.device_count()} {jax.devices()[0].platform} device(s)")
+    compile_seconds(1, False)  # The first compile in a process also pays one-time setup.
     print("compile time of one train step (s), d_model=64:")
     print(f"  {'layers':>6} {'unrolled':>9} {'scan':>7}")
     for layers in map(int, args.layers.split(",")):
