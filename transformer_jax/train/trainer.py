@@ -137,7 +137,7 @@ def _check_same_config(workdir: Path, resolved: dict):
         )
     for section in ("model", "data"):
         old, new = previous.get(section, {}), resolved.get(section, {})
-        compared = old.keys() & new.keys() - _SAME_MATH_FIELDS
+        compared = (old.keys() & new.keys()) - _SAME_MATH_FIELDS
         changed = sorted(k for k in compared if old[k] != new[k])
         if changed:
             diffs = ", ".join(f"{section}.{k}: {old[k]!r} -> {new[k]!r}" for k in changed)
