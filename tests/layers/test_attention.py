@@ -169,3 +169,29 @@ def test_auto_impl_is_einsum_on_cpu_and_jax_elsewhere():
     expected = "einsum" if jax.default_backend() == "cpu" else "jax"
     assert attention.resolve_impl("auto") == expected
     assert attention.resolve_impl("jax") == "jax" and attention.resolve_impl("einsum") == "einsum"
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_causal_blocked_attention_equals_the_full_computation(kv_heads):
+    """Skipping the keys after each query block changes nothing: values and gradients agree
+    with one softmax over the whole causal, padded, ALiBi-biased square (T not a multiple)."""
+    q, k, v = random_qkv(batch=2, q_len=150, k_len=150, kv_heads=kv_heads)
+    pos = jnp.broadcast_to(jnp.arange(150), (2, 150))
+    valid = jnp.arange(150)[None, :] < jnp.array([[150], [97]])
+    mask = masks.combine(masks.padding_mask(valid), masks.causal_mask(pos, pos))
+    bias = jnp.asarray(np.random.default_rng(1).normal(size=(1, 4, 150, 150)), jnp.float32)
+
+    def full(q, k, v):
+        return attention.dot_product_attention(q, k, v, mask=mask, bias=bias, impl="einsum")
+
+    def blocked(q, k, v):
+        return attention.causal_blocked_attention(
+            q, k, v, scale=1 / math.sqrt(8), mask=mask, bias=bias, block=64
+        )
+
+    np.testing.assert_allclose(blocked(q, k, v), full(q, k, v), rtol=1e-5, atol=1e-5)
+    loss = lambda f: lambda *qkv: jnp.sum(f(*qkv) ** 2)  # noqa: E731
+    grads_full = jax.grad(loss(full), argnums=(0, 1, 2))(q, k, v)
+    grads_blocked = jax.grad(loss(blocked), argnums=(0, 1, 2))(q, k, v)
+    for got, want in zip(grads_blocked, grads_full, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

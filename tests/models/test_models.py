@@ -229,3 +229,33 @@ def test_dropout_only_in_training():
     train_a = model.apply(variables, IDS, train=True, rngs=rngs(1))
     train_b = model.apply(variables, IDS, train=True, rngs=rngs(2))
     assert not np.allclose(train_a, train_b)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_blocked_causal_attention_agrees_with_the_whole_square(packed, monkeypatch):
+    """Past one block of queries the einsum path skips each block's later keys; a decoder must
+    still equal jax.nn.dot_product_attention over the whole square (packed documents too)."""
+    from transformer_jax.layers import attention
+
+    calls = []
+    blocked = attention.causal_blocked_attention
+    monkeypatch.setattr(
+        attention, "causal_blocked_attention", lambda *a, **k: calls.append(1) or blocked(*a, **k)
+    )
+    length = attention.CAUSAL_BLOCK * 2 + 2
+    cfg = TINY.replace(family="decoder_only", max_len=length, positional="alibi")
+    ids = jax.random.randint(jax.random.PRNGKey(1), (2, length), 3, 16)
+    kwargs = {}
+    if packed:
+        second = jnp.arange(length) >= 70
+        kwargs = {
+            "segment_ids_BT": jnp.tile(jnp.where(second, 2, 1), (2, 1)),
+            "positions_BT": jnp.tile(jnp.arange(length) - 70 * second, (2, 1)),
+        }
+    outputs = {}
+    for impl in ("einsum", "jax"):
+        model = build_model(cfg.replace(attention_impl=impl))
+        variables = model.init(jax.random.PRNGKey(0), ids, **kwargs)
+        outputs[impl] = model.apply(variables, ids, **kwargs)
+    assert calls  # The einsum model took the blocked path.
+    np.testing.assert_allclose(outputs["einsum"], outputs["jax"], rtol=1e-4, atol=1e-4)

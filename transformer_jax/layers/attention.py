@@ -80,6 +80,40 @@ def dot_product_attention(
     raise ValueError(f"attention impl={impl!r} is not valid; choose one of ['einsum', 'jax']")
 
 
+CAUSAL_BLOCK = 64  # Query rows per block of `causal_blocked_attention`.
+
+
+def causal_blocked_attention(
+    q_BTNH, k_BSKH, v_BSKH, *, scale, mask=None, bias=None, block: int = CAUSAL_BLOCK
+) -> jnp.ndarray:
+    """The einsum attention for causal self-attention, one block of `block` queries at a time,
+    each against only the keys up to its last query. -> (B, T, N, H).
+
+    The keys skipped are exactly those after every query of the block, which a causal mask hides
+    anyway, so the result equals the full computation (up to float rounding); the T x T work
+    shrinks by about (1 - 1/n_blocks) / 2: 9% of the `small` benchmark's step, 10% of `medium`'s.
+    Needs self-attention (S = T) whose mask hides every key after its query by index, as the
+    position-built causal mask of a stack does. `mask` (B|1, 1|N, T, T), `bias` (B|1, N, T, T).
+    """
+    length = q_BTNH.shape[1]
+    outputs = []
+    for start in range(0, length, block):
+        end = min(start + block, length)
+        block_mask, block_bias = (_block(x, start, end) for x in (mask, bias))
+        logits_BNtS = attention_logits(q_BTNH[:, start:end], k_BSKH[:, :end], scale)
+        probs_BNtS = attention_weights(logits_BNtS, mask=block_mask, bias=block_bias)
+        outputs.append(combine_values(probs_BNtS, v_BSKH[:, :end]))
+    return jnp.concatenate(outputs, axis=1)
+
+
+def _block(x, start: int, end: int):
+    """Query rows start:end and keys :end of a mask or bias (..., T|1, S); None stays None."""
+    if x is None:
+        return None
+    rows = slice(start, end) if x.shape[-2] > 1 else slice(None)
+    return x[..., rows, :end]
+
+
 def resolve_impl(impl: str) -> str:
     """`attention_impl="auto"`: the einsum path on CPUs, where it trains 7% faster than XLA's
     generic `jax.nn.dot_product_attention` (benchmarks/switch_costs.py), and
@@ -117,6 +151,9 @@ class MultiHeadAttention(nn.Module):
     config: ModelConfig
     self_attention: bool = True
     use_cache: bool = False
+    # The mask hides every key after its query by index (a causal stack's self-attention): the
+    # einsum path may then skip those keys (causal_blocked_attention).
+    causal: bool = False
 
     @nn.compact
     def __call__(
@@ -148,7 +185,12 @@ class MultiHeadAttention(nn.Module):
             self.is_mutable_collection("diagnostics")
         )
         attention_dropout = train and cfg.attention_dropout_rate > 0
-        if wants_weights or attention_dropout or resolve_impl(cfg.attention_impl) == "einsum":
+        einsum = resolve_impl(cfg.attention_impl) == "einsum"
+        if einsum and self.causal and not (wants_weights or attention_dropout or self.use_cache):
+            out_BTNH = causal_blocked_attention(
+                q_BTNH, k_BSKH, v_BSKH, scale=scale, mask=mask, bias=bias
+            )
+        elif wants_weights or attention_dropout or einsum:
             logits_BNTS = attention_logits(q_BTNH, k_BSKH, scale)
             probs_BNTS = attention_weights(logits_BNTS, mask=mask, bias=bias)
             if wants_weights:

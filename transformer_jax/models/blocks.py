@@ -37,11 +37,14 @@ class Block(nn.Module):
     config: ModelConfig
     cross_attention: bool = False
     use_cache: bool = False  # Incremental decoding; see MultiHeadAttention.
+    causal: bool = False  # The self-attention mask hides later keys; see MultiHeadAttention.
 
     @nn.compact
     def __call__(self, x_BTD, context: BlockContext, *, train: bool = False):
         cfg = self.config
-        self_attention = MultiHeadAttention(cfg, use_cache=self.use_cache, name="self_attention")
+        self_attention = MultiHeadAttention(
+            cfg, use_cache=self.use_cache, causal=self.causal, name="self_attention"
+        )
         x_BTD = self._sublayer(
             x_BTD,
             lambda h: self_attention(

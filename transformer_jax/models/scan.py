@@ -47,8 +47,11 @@ def apply_layers(
     cross_attention: bool,
     use_cache: bool,
     train: bool,
+    causal: bool = False,
 ):
-    """(B, T, D) -> (B, T, D) through `num_layers` blocks; call from a compact module."""
+    """(B, T, D) -> (B, T, D) through `num_layers` blocks; call from a compact module.
+
+    `causal`: the self-attention mask hides every later key (see MultiHeadAttention)."""
     step = _LayerStep
     if cfg.remat != "none":
         # Inside a scan the loop boundary already stops XLA from merging recomputation back
@@ -60,6 +63,7 @@ def apply_layers(
                 cfg,
                 cross_attention=cross_attention,
                 use_cache=use_cache,
+                causal=causal,
                 train=train,
                 name=f"layer_{i}",
             )(x_BTD, context)
@@ -77,9 +81,8 @@ def apply_layers(
         in_axes=nn.broadcast,
         length=num_layers,
     )
-    x_BTD, _ = scanned(cfg, cross_attention=cross_attention, train=train, name=SCANNED)(
-        x_BTD, context
-    )
+    layers = scanned(cfg, cross_attention=cross_attention, causal=causal, train=train, name=SCANNED)
+    x_BTD, _ = layers(x_BTD, context)
     return x_BTD
 
 

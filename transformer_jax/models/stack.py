@@ -109,6 +109,9 @@ class TransformerStack(nn.Module):
             cross_attention=self.cross_attention,
             use_cache=self.use_cache,
             train=train,
+            # Default or packed positions grow with the index within a document, so the
+            # position-built causal mask hides every later key; explicit positions need not.
+            causal=self.causal and (positions_BT is None or segment_ids_BT is not None),
         )
         if cfg.norm_position == "pre":
             x_BTD = make_norm(cfg, name="final_norm")(x_BTD, train=train)
