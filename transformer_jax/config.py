@@ -53,7 +53,7 @@ class ModelConfig:
     attention_scale: str = "sqrt_dk"  # sqrt_dk: 1/sqrt(d_k); none: 1; constant: 1/tau;
     # learned: 1/tau_h with a learned tau per head, initialised to sqrt(d_k).
     attention_temperature: float = math.sqrt(9487)  # tau for `constant` (NCCU slide 33).
-    # auto: einsum on CPUs (7% faster there), jax elsewhere; jax: jax.nn.dot_product_attention
+    # auto: einsum on CPUs (faster there), jax elsewhere; jax: jax.nn.dot_product_attention
     # (XLA or cuDNN kernels); einsum: the readable reference. The same math to rounding.
     attention_impl: str = "auto"
     sliding_window: int = 0  # 0: full attention; w >= 1: Longformer-style local window.
