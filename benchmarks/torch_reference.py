@@ -11,12 +11,14 @@ model needs are covered; anything else raises a ValueError naming the field.
 
 import math
 
+import jax
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from transformer_jax.config import ModelConfig
+from transformer_jax.train.optimizer import make_schedule
 
 SUPPORTED = {
     "family": ("decoder_only",),
@@ -218,11 +220,14 @@ def make_optimizer(model: DecoderOnly, train_config) -> torch.optim.Optimizer:
     return torch.optim.AdamW(groups, lr=train_config.learning_rate, betas=betas, eps=eps)
 
 
-def make_train_step(model: DecoderOnly, optimizer, train_config, learning_rates):
+def make_train_step(model: DecoderOnly, optimizer, train_config):
     """`step(inputs, targets) -> loss`: forward, cross-entropy, backward, clipping, update.
 
-    `learning_rates[i]` is the rate of update i (from the JAX schedule, so both follow one curve).
+    Update i uses the rate of the JAX schedule at i (computed once here), so both frameworks
+    follow one curve.
     """
+    schedule = make_schedule(train_config, model.cfg.d_model)
+    learning_rates = np.asarray(jax.vmap(schedule)(np.arange(train_config.steps)))
     clip = train_config.grad_clip_norm
     count = 0
 

@@ -37,7 +37,6 @@ from benchmarks.timing import (
 from transformer_jax.config import ModelConfig
 from transformer_jax.train import host_memory
 from transformer_jax.train import step as steps
-from transformer_jax.train.optimizer import make_schedule
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", "benchmarks/speed_configs.py:small", "Benchmark config."
@@ -65,11 +64,7 @@ class TorchRunner:
         self.max_logit_difference = self._compare_logits(jax_runner, batch)
         self.model.train()
         optimizer = torch_reference.make_optimizer(self.model, train_config)
-        schedule = make_schedule(train_config, cfg.d_model)
-        rates = np.asarray(jax.vmap(schedule)(jnp.arange(train_config.steps)))
-        self.train_step = torch_reference.make_train_step(
-            self.model, optimizer, train_config, rates
-        )
+        self.train_step = torch_reference.make_train_step(self.model, optimizer, train_config)
         self.autocast = cfg.dtype == "bfloat16"
 
     def _compare_logits(self, jax_runner: JaxRunner, batch) -> float:

@@ -15,7 +15,7 @@ from transformer_jax.config import ModelConfig
 from transformer_jax.models import build_model
 from transformer_jax.train import host_memory
 from transformer_jax.train import step as steps
-from transformer_jax.train.optimizer import make_optimizer, make_schedule
+from transformer_jax.train.optimizer import make_optimizer
 
 
 def tiny(**fields):
@@ -59,9 +59,8 @@ def test_pytorch_reference_is_the_same_model_and_optimizer():
     state = steps.init_state(model, optimizer, batches[0], jax.random.key(0))
     reference = torch_reference.DecoderOnly(cfg)
     torch_reference.load_jax_params(reference, jax.device_get(state.params))
-    rates = np.asarray(jax.vmap(make_schedule(config.train, cfg.d_model))(np.arange(10)))
     torch_step = torch_reference.make_train_step(
-        reference, torch_reference.make_optimizer(reference, config.train), config.train, rates
+        reference, torch_reference.make_optimizer(reference, config.train), config.train
     )
     jax_step = jax.jit(
         functools.partial(steps.train_step, model=model, optimizer=optimizer, label_smoothing=0.0)
