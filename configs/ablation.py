@@ -9,11 +9,16 @@ append ",quick" (or pass just "quick") to shrink further.
 from transformer_jax import defaults
 
 
+TASKS = ("reverse", "copy", "sort", "addition")
+
+
 def get_config(arg: str | None = None):
-    parts = [p for p in (arg or "").split(",") if p]
-    task = next((p for p in parts if p != "quick"), "reverse")
+    task, quick = defaults.parse_arg(arg, TASKS, default="reverse")
     config = defaults.base_config(task)
-    config.model.update(d_model=64, num_heads=4, d_ff=128, dropout_rate=0.0, max_len=32)
+    config.model.update(d_model=64, dropout_rate=0.0)
+    config.model.attention.num_heads = 4
+    config.model.ffn.d_ff = 128
+    config.model.positional.max_len = 32
     if task != "addition":
         config.data.update(max_len=16, long_min_len=17, long_max_len=24, num_train=20_000)
     config.data.num_test = 500
@@ -26,4 +31,4 @@ def get_config(arg: str | None = None):
         eval_every=250,
         checkpoint_every=250,
     )
-    return defaults.apply_arg(config, "quick" if "quick" in parts else None)
+    return defaults.shrink(config) if quick else config

@@ -22,18 +22,12 @@ def get_config(arg: str | None = None):
     config.data.path = PYDOC_TOPICS  # any UTF-8 text file
     config.data.seq_len = 128
     config.data.batch_size = 32
-    config.model.update(
-        family="decoder_only",
-        d_model=128,
-        num_heads=4,
-        d_ff=512,
-        num_decoder_layers=4,
-        norm_position="pre",
-        activation="gelu",
-        tie_output_embeddings=False,
-        scale_embeddings=False,
-        positional="learned",
-        dropout_rate=0.1,
-    )
+    m = config.model
+    m.update(family="decoder_only", d_model=128, num_decoder_layers=4, dropout_rate=0.1)
+    m.attention.num_heads = 4
+    m.ffn.update(d_ff=512, activation="gelu")
+    m.norm.position = "pre"
+    m.embeddings.update(tie_output=False, scale=False)
+    m.positional.kind = "learned"
     config.train.update(steps=1000, learning_rate=1e-3, warmup_steps=100, eval_every=250)
     return defaults.apply_arg(config, arg)

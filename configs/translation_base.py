@@ -12,10 +12,10 @@ from transformer_jax import defaults
 def get_config(arg: str | None = None):
     config = defaults.base_config("wmt14_translate/de-en")
     config.data.batch_size = 128  # ~25K source+target tokens per batch, as in the paper
+    config.model.attention.num_heads = 8
+    config.model.ffn.d_ff = 2048
     config.model.update(
         d_model=512,
-        num_heads=8,
-        d_ff=2048,
         num_encoder_layers=6,
         num_decoder_layers=6,
         dropout_rate=0.1,

@@ -14,19 +14,19 @@ from transformer_jax import defaults
 def get_config(arg: str | None = None):
     config = defaults.base_config("digits")
     config.data.batch_size = 64  # images per step (train split: 1,497 images)
-    config.model.update(
+    m = config.model
+    m.update(
         family="vit",
-        patch_size=2,  # 8x8 images -> 4x4 = 16 patches of 2x2 pixels
         d_model=64,
-        num_heads=4,
-        d_ff=128,
         num_encoder_layers=4,
-        norm_position="pre",  # as in ViT
-        activation="gelu",  # as in ViT
-        positional="learned",  # as in ViT
         pooling="cls",
         dropout_rate=0.0,  # 1,497 images, but shifts regularise enough at this size
     )
+    m.vit.patch_size = 2  # 8x8 images -> 4x4 = 16 patches of 2x2 pixels
+    m.attention.num_heads = 4
+    m.ffn.update(d_ff=128, activation="gelu")  # GELU as in ViT
+    m.norm.position = "pre"  # as in ViT
+    m.positional.kind = "learned"  # as in ViT
     config.train.update(
         steps=4000,  # ~170 epochs
         optimizer="adamw",

@@ -27,20 +27,9 @@ SHAPES = {  # name -> (d_model, num_heads, d_ff)
 }
 
 
-def _parse(arg: str | None) -> tuple[str, bool]:
-    parts = [p for p in (arg or "b16").split(",") if p]
-    quick = "quick" in parts
-    shapes = [p for p in parts if p != "quick"] or ["s16" if quick else "b16"]
-    if len(shapes) != 1 or shapes[0] not in SHAPES:
-        raise ValueError(
-            f"config argument {arg!r} is not valid; valid: one of {list(SHAPES)}, optionally "
-            "followed by ',quick', or 'quick'"
-        )
-    return shapes[0], quick
-
-
 def get_config(arg: str | None = None):
-    shape, quick = _parse(arg)
+    shape, quick = defaults.parse_arg(arg, SHAPES)
+    shape = shape or ("s16" if quick else "b16")
     d_model, num_heads, d_ff = SHAPES[shape]
     config = defaults.base_config("cifar10")
     config.data.update(
@@ -49,21 +38,20 @@ def get_config(arg: str | None = None):
         random_shift=4,
         random_flip=True,
     )
-    config.model.update(
+    m = config.model
+    m.update(
         family="vit",
-        patch_size=16,
         d_model=d_model,
-        num_heads=num_heads,
-        d_ff=d_ff,
         num_encoder_layers=12,
-        norm="layernorm",
-        norm_position="pre",
-        activation="gelu",
-        positional="learned",
         pooling="cls",
         dropout_rate=0.1,
         dtype="bfloat16",
     )
+    m.vit.patch_size = 16
+    m.attention.num_heads = num_heads
+    m.ffn.update(d_ff=d_ff, activation="gelu")
+    m.norm.update(kind="layernorm", position="pre")
+    m.positional.kind = "learned"
     config.train.update(
         steps=30_000,  # ~300 epochs of CIFAR-10's 50,000 images, as the paper's ImageNet runs
         optimizer="adamw",
@@ -82,7 +70,8 @@ def get_config(arg: str | None = None):
     if quick:
         # A CPU smoke run: stored 32x32 images, 8x8 patches, the model and run shrunk.
         config.data.update(batch_size=32, image_size=0)
-        config.model.update(patch_size=8, dtype="float32")
+        config.model.update(dtype="float32")
+        config.model.vit.patch_size = 8
         defaults.shrink(config)
-        config.model.num_heads = 4  # shrink keeps ti16's 3 heads, which do not divide 64
+        config.model.attention.num_heads = 4  # shrink keeps ti16's 3 heads, not dividing 64
     return config

@@ -9,7 +9,7 @@ import math
 
 from transformer_jax.sweeps import Sweep
 
-ONE_HEAD = {"model.num_heads": 1}
+ONE_HEAD = {"model.attention.num_heads": 1}
 
 
 def get_sweep():
@@ -18,14 +18,14 @@ def get_sweep():
         config_arg="reverse",
         variants={
             "sqrt_dk": {},
-            "none": {"model.attention_scale": "none"},
+            "none": {"model.attention.scale": "none"},
             "constant_9487": {
-                "model.attention_scale": "constant",
-                "model.attention_temperature": math.sqrt(9487),
+                "model.attention.scale": "constant",
+                "model.attention.temperature": math.sqrt(9487),
             },
-            "learned": {"model.attention_scale": "learned"},
+            "learned": {"model.attention.scale": "learned"},
             "dk64_sqrt_dk": {**ONE_HEAD},
-            "dk64_none": {**ONE_HEAD, "model.attention_scale": "none"},
+            "dk64_none": {**ONE_HEAD, "model.attention.scale": "none"},
         },
         seeds=(0, 1, 2),
         metrics=(

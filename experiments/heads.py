@@ -11,7 +11,7 @@ def get_sweep():
     return Sweep(
         config="configs/ablation.py",
         config_arg="sort",
-        variants={f"heads_{h}": {"model.num_heads": h} for h in (4, 1, 2, 8, 16)},
+        variants={f"heads_{h}": {"model.attention.num_heads": h} for h in (4, 1, 2, 8, 16)},
         seeds=(0, 1, 2),
         metrics=("test/seq_accuracy", "test/loss", "test_long/token_accuracy"),
         baseline="heads_4",

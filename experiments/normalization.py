@@ -8,7 +8,7 @@ warmup while pre-norm does not (Xiong et al. 2020); residual connections make tr
 
 from transformer_jax.sweeps import Sweep
 
-PRE = {"model.norm_position": "pre"}
+PRE = {"model.norm.position": "pre"}
 NO_WARMUP = {"train.warmup_steps": 0}
 
 
@@ -21,11 +21,11 @@ def get_sweep():
             "post_layernorm_no_warmup": {**NO_WARMUP},
             "pre_layernorm": {**PRE},
             "pre_layernorm_no_warmup": {**PRE, **NO_WARMUP},
-            "post_rmsnorm": {"model.norm": "rmsnorm"},
-            "pre_dyt": {**PRE, "model.norm": "dyt"},
-            "post_batchnorm": {"model.norm": "batchnorm"},
-            "pre_none": {**PRE, "model.norm": "none"},
-            "post_layernorm_no_residual": {"model.residual": False},
+            "post_rmsnorm": {"model.norm.kind": "rmsnorm"},
+            "pre_dyt": {**PRE, "model.norm.kind": "dyt"},
+            "post_batchnorm": {"model.norm.kind": "batchnorm"},
+            "pre_none": {**PRE, "model.norm.kind": "none"},
+            "post_layernorm_no_residual": {"model.norm.residual": False},
         },
         seeds=(0, 1, 2),
         metrics=("test/seq_accuracy", "test/loss", "test_long/token_accuracy"),

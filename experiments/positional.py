@@ -14,7 +14,7 @@ def get_sweep():
         config="configs/ablation.py",
         config_arg="reverse",
         variants={
-            name: {"model.positional": name}
+            name: {"model.positional.kind": name}
             for name in ("sinusoidal", "learned", "rotary", "alibi", "none", "index")
         },
         seeds=(0, 1, 2),

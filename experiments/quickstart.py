@@ -14,8 +14,8 @@ def get_sweep():
         config_arg="reverse,quick",
         variants={
             "baseline": {},
-            "no_sqrt_dk": {"model.attention_scale": "none"},
-            "no_positional": {"model.positional": "none"},
+            "no_sqrt_dk": {"model.attention.scale": "none"},
+            "no_positional": {"model.positional.kind": "none"},
         },
         seeds=(0, 1, 2),
         metrics=("test/seq_accuracy", "test/token_accuracy", "test/loss"),

@@ -20,7 +20,7 @@ mean number of steps per real position (ACT only).
 
 def make_sweep(task: str) -> Sweep:
     """The comparison on one algorithmic task of configs/ablation.py."""
-    universal = {"model.universal": True}
+    universal = {"model.universal.enabled": True}
     title = f"Universal Transformer vs Transformer on {task}: longer inputs?"
     return Sweep(
         description=f"{title}\n\n{DETAILS.rstrip()}",
@@ -28,9 +28,9 @@ def make_sweep(task: str) -> Sweep:
         config_arg=task,
         variants={
             "transformer": {},
-            "ut_2": {**universal, "model.ut_steps": 2},
-            "ut_4": {**universal, "model.ut_steps": 4},
-            "ut_act_4": {**universal, "model.ut_steps": 4, "model.act": True},
+            "ut_2": {**universal, "model.universal.steps": 2},
+            "ut_4": {**universal, "model.universal.steps": 4},
+            "ut_act_4": {**universal, "model.universal.steps": 4, "model.universal.act": True},
         },
         seeds=(0, 1, 2),
         metrics=(

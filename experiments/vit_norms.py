@@ -16,11 +16,11 @@ def get_sweep():
     return Sweep(
         config="configs/vit_digits.py",
         variants={
-            "layernorm": {"model.norm": "layernorm"},
-            "rmsnorm": {"model.norm": "rmsnorm"},
-            "dyt": {"model.norm": "dyt", "model.dyt_learnable_alpha": True},
-            "dyt_fixed_alpha": {"model.norm": "dyt", "model.dyt_learnable_alpha": False},
-            "none": {"model.norm": "none"},
+            "layernorm": {"model.norm.kind": "layernorm"},
+            "rmsnorm": {"model.norm.kind": "rmsnorm"},
+            "dyt": {"model.norm.kind": "dyt", "model.norm.dyt_learnable_alpha": True},
+            "dyt_fixed_alpha": {"model.norm.kind": "dyt", "model.norm.dyt_learnable_alpha": False},
+            "none": {"model.norm.kind": "none"},
         },
         seeds=(0, 1, 2),
         metrics=("test/accuracy", "test/loss"),

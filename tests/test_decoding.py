@@ -10,23 +10,27 @@ import pytest
 
 from transformer_jax import decoding
 from transformer_jax.analysis.tokens import encode
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import (
+    AttentionConfig,
+    FeedForwardConfig,
+    ModelConfig,
+    PositionalConfig,
+)
 from transformer_jax.data.info import BOS_ID, EOS_ID
 from transformer_jax.data.tokenizers import CharTokenizer
 from transformer_jax.models import build_model
+from transformer_jax.models.families import FAMILIES, check_decodable
 from transformer_jax.train import losses
-from transformer_jax.train import step as steps
 
 TINY = ModelConfig(
     vocab_size=12,
     d_model=16,
-    num_heads=4,
-    num_kv_heads=2,
-    d_ff=32,
     num_encoder_layers=1,
     num_decoder_layers=2,
-    max_len=8,
     dropout_rate=0.0,
+    attention=AttentionConfig(num_heads=4, num_kv_heads=2),
+    positional=PositionalConfig(max_len=8),
+    ffn=FeedForwardConfig(d_ff=32),
 )
 SOURCE = jnp.array([[5, 3, 4, 4, 5, 0], [4, 3, 0, 0, 0, 0]], jnp.int32)  # Ids < 6: valid for V = 6.
 # Decoder inputs: BOS first; a PAD in the middle of row 1 must be masked as a key in both paths.
@@ -71,7 +75,7 @@ def cached_logits(model, variables, sequence):
     "positional", ["sinusoidal", "learned", "rotary", "alibi", "none", "index"]
 )
 def test_cached_logits_equal_full_forward(family, positional):
-    model, variables = init(TINY.replace(family=family, positional=positional))
+    model, variables = init(TINY.replace(family=family).override({"positional.kind": positional}))
     np.testing.assert_allclose(
         cached_logits(model, variables, SEQUENCE),
         full_logits(model, variables, SEQUENCE),
@@ -84,20 +88,32 @@ def test_cached_logits_equal_full_forward(family, positional):
     ("family", "positional"), [("encoder_decoder", "rotary"), ("decoder_only", "alibi")]
 )
 def test_cached_logits_equal_full_forward_with_sliding_window(family, positional):
-    cfg = TINY.replace(family=family, positional=positional, sliding_window=3, num_global_tokens=1)
+    cfg = TINY.replace(family=family).override(
+        {
+            "positional.kind": positional,
+            "attention.sliding_window": 3,
+            "attention.num_global_tokens": 1,
+        }
+    )
     model, variables = init(cfg)
     full = full_logits(model, variables, SEQUENCE)
     np.testing.assert_allclose(cached_logits(model, variables, SEQUENCE), full, atol=1e-5)
     # The window matters: without it the last position's logits differ.
     unwindowed = full_logits(
-        build_model(cfg.replace(sliding_window=0, num_global_tokens=0)), variables, SEQUENCE
+        build_model(
+            cfg.override({"attention.sliding_window": 0, "attention.num_global_tokens": 0})
+        ),
+        variables,
+        SEQUENCE,
     )
     assert np.abs(np.asarray(full - unwindowed))[:, -1].max() > 1e-4
 
 
 def test_cache_takes_several_tokens_per_call():
     """A prompt can fill the cache in one call (prefill), then one token at a time."""
-    model, variables = init(TINY.replace(family="decoder_only", positional="rotary"))
+    model, variables = init(
+        TINY.replace(family="decoder_only").override({"positional.kind": "rotary"})
+    )
     cached = model.clone(use_cache=True)
     _, cache = cached.apply(variables, jnp.zeros_like(SEQUENCE), mutable=["cache"])
     first, cache = cached.apply({**variables, **cache}, SEQUENCE[:, :5], mutable=["cache"])
@@ -135,7 +151,7 @@ def greedy_outputs(family):
 def test_greedy_output_is_the_argmax_of_a_full_forward_pass(family):
     """Each generated token is the argmax of the model run on the output so far."""
     model, variables, tokens = greedy_outputs(family)
-    assert tokens.shape == (2, 8)  # Capped by max_len = 8 (sinusoidal positions).
+    assert tokens.shape == (2, 8)  # Capped by positional.max_len = 8 (sinusoidal positions).
     decoder_inputs = jnp.pad(tokens, ((0, 0), (1, 0)), constant_values=BOS_ID)[:, :-1]
     args = (SOURCE, decoder_inputs) if family == "encoder_decoder" else (decoder_inputs,)
     logits = model.apply(variables, *args).at[..., jnp.array([0, BOS_ID])].set(-jnp.inf)
@@ -323,20 +339,21 @@ def test_generation_accuracy_is_exact_match():
     assert [float(x) for x in metric(weighted)["gen_seq_accuracy"]] == [1.0, 1.0]
     # Greedy decoding reproduces a target exactly when teacher forcing predicts every target
     # token (PAD and BOS excluded, as in decoding), so the two exact-match rates agree.
-    logits = model.apply(variables, *steps.model_inputs("encoder_decoder", batch)[0])
+    logits = model.apply(variables, *FAMILIES["encoder_decoder"].inputs(batch)[0])
     logits = logits.at[..., jnp.array([0, BOS_ID])].set(-jnp.inf)
     assert float(losses.sequence_accuracy(logits, wrong, batch["example_weights"])[0]) == 1.0
 
 
 def test_output_length_defaults_and_limits():
-    lm = TINY.replace(family="decoder_only", positional="rotary", max_len=8)
+    rotary = {"positional.kind": "rotary", "positional.max_len": 8}
+    lm = TINY.replace(family="decoder_only").override(rotary)
     resolve = decoding.resolve_max_new_tokens
-    assert resolve(TINY.replace(positional="rotary"), decoding.DecodeConfig(), 6) == 56
+    assert resolve(TINY.override(rotary), decoding.DecodeConfig(), 6) == 56
     assert resolve(lm, decoding.DecodeConfig(), 3) == 50
     # Table positions stop at max_len: the default is capped, an explicit excess refused.
     assert resolve(TINY, decoding.DecodeConfig(), 6) == 8
-    assert resolve(lm.replace(positional="learned"), decoding.DecodeConfig(), 3) == 5
-    with pytest.raises(ValueError, match="max_new_tokens=9 goes past model.max_len=8"):
+    assert resolve(lm.override({"positional.kind": "learned"}), decoding.DecodeConfig(), 3) == 5
+    with pytest.raises(ValueError, match=r"max_new_tokens=9 goes past model.positional.max_len=8"):
         resolve(TINY, decoding.DecodeConfig(max_new_tokens=9), 6)
 
 
@@ -357,9 +374,18 @@ def test_bad_decode_config_is_rejected(field, value, match):
 
 
 def test_classifier_cannot_generate():
-    model = build_model(TINY.replace(family="encoder_classifier", num_classes=3))
-    with pytest.raises(ValueError, match="model.family='encoder_classifier' does not generate"):
+    cfg = TINY.replace(family="encoder_classifier", num_classes=3)
+    model = build_model(cfg)
+    message = (
+        r"model.family='encoder_classifier' does not generate sequences; "
+        r"valid: \['encoder_decoder', 'decoder_only'\]"
+    )
+    with pytest.raises(ValueError, match=message):
         decoding.make_generate_fn(model, decoding.DecodeConfig(), (2, 6))
+    with pytest.raises(ValueError, match=message):
+        check_decodable(cfg)
+    with pytest.raises(ValueError, match=message):
+        decoding.cached_step(model, {}, batch_size=2, length=4)
 
 
 def test_command_line_input_drops_spaces_only_when_the_vocabulary_lacks_them():

@@ -23,8 +23,8 @@ def test_colab_notebook_runs_a_sweep_on_cpu(tmp_path):
         "train.checkpoint_every": 4,
         "train.warmup_steps": 1,
         "model.d_model": 16,
-        "model.d_ff": 32,
-        "model.num_heads": 2,
+        "model.ffn.d_ff": 32,
+        "model.attention.num_heads": 2,
         "model.num_encoder_layers": 1,
         "model.num_decoder_layers": 1,
         "data.num_train": 64,
@@ -41,10 +41,10 @@ def test_colab_notebook_runs_a_sweep_on_cpu(tmp_path):
             def get_sweep():
                 tiny = {tiny!r}
                 return Sweep(
-                    config="configs/copy.py",
+                    config="configs/algorithmic.py",
                     variants={{
                         "baseline": tiny,
-                        "pre_norm": {{**tiny, "model.norm_position": "pre"}},
+                        "pre_norm": {{**tiny, "model.norm.position": "pre"}},
                     }},
                     seeds=(0,),
                     metrics=("test/token_accuracy",),

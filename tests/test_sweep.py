@@ -133,8 +133,8 @@ def _calls(workdir, variant, seed):
 
 def _valid(**changes):
     kwargs = dict(
-        config="configs/copy.py",
-        variants={"a": {}, "b": {"model.attention_scale": "none"}},
+        config="configs/algorithmic.py",
+        variants={"a": {}, "b": {"model.attention.scale": "none"}},
         seeds=(0, 1),
         metrics=("test/seq_accuracy",),
         baseline="a",
@@ -161,7 +161,7 @@ def _valid(**changes):
         ({"metrics": ("accuracy",)}, "metrics contains 'accuracy': must be 'split/metric'"),
         ({"metrics": ("test/",)}, "metrics contains 'test/'"),
         ({"config": "configs/copy"}, "config = 'configs/copy': must be the path of a .py"),
-        ({"config": "configs/copy.py:quick"}, "put the get_config argument in config_arg"),
+        ({"config": "configs/algorithmic.py:quick"}, "put the get_config argument in config_arg"),
     ],
 )
 def test_sweep_validation_errors_name_field_and_value(changes, match):
@@ -198,7 +198,7 @@ def test_load_sweep_uses_docstring_and_checks_file(tmp_path):
 def test_overrides_parse_back_exactly_through_config_flags(project, monkeypatch):
     """The flag text the runner writes is what ml_collections parses back to the sweep value."""
     overrides = {
-        "model.attention_scale": "none",
+        "model.attention.scale": "none",
         "model.d_model": 64,
         "model.dropout": 1e-07,
         "model.tied": False,

@@ -1,63 +1,56 @@
 """The base experiment config every file in configs/ starts from, and `quick` shrinking.
 
-A config has four parts: `seed`, `model` (the fields of `ModelConfig`), `data` (the dataset's
-documented fields, see `transformer_jax.data.registry`) and `train` (documented below).
+A config has four parts: `seed`, `model` (the fields of `ModelConfig`, by concern), `data` (the
+dataset's documented fields, see `transformer_jax.data.registry`) and `train` (the fields of
+`TrainConfig`). The typed dataclasses hold every default; the ConfigDicts here are made from
+them, so that config files and the command line override the same names
+(`--config.model.norm.kind=dyt`, `--config.train.steps=500`).
 """
-
-import dataclasses
 
 import ml_collections
 
 from transformer_jax import data
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import ModelConfig, TrainConfig, UniversalConfig, ViTConfig
+from transformer_jax.config import fields as F
+
+FROM_DATA = -1  # model fields filled from the dataset: vocabulary, lengths, image shape
 
 
 def model_config(**overrides) -> ml_collections.ConfigDict:
-    """`ModelConfig`'s defaults as a ConfigDict; vocab_size, max_len, image_size and num_channels
-    come from the data (-1)."""
-    fields = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
-    fields.update(vocab_size=-1, max_len=-1, image_size=-1, num_channels=-1)
-    unknown = sorted(set(overrides) - set(fields))
-    if unknown:
-        raise ValueError(f"unknown model config field(s) {unknown}; valid: {sorted(fields)}")
-    fields.update(overrides)
-    return ml_collections.ConfigDict(fields)
+    """`ModelConfig`'s defaults as a nested ConfigDict, `overrides` as dotted paths or
+    top-level fields. vocab_size, positional.max_len and the vit's image shape come from the
+    data (-1); `universal.enabled=True` switches the Universal Transformer on."""
+    fields = F.to_dict(ModelConfig())
+    fields["vocab_size"] = FROM_DATA
+    fields["positional"]["max_len"] = FROM_DATA
+    fields["universal"] = {"enabled": False, **F.to_dict(UniversalConfig())}
+    vit = F.to_dict(ViTConfig())
+    fields["vit"] = {**vit, "image_size": FROM_DATA, "num_channels": FROM_DATA}
+    config = ml_collections.ConfigDict(fields)
+    for path, value in overrides.items():
+        _set(config, path, value, "model")
+    return config
 
 
 def train_config(**overrides) -> ml_collections.ConfigDict:
-    t = ml_collections.ConfigDict()
-    t.steps = 2000  # optimizer updates in the whole run
-    t.optimizer = "adam"  # adam | adamw | sgd
-    t.learning_rate = 1e-3  # peak rate (cosine/constant) or multiplier of the paper's (rsqrt)
-    t.schedule = "cosine"  # rsqrt (the paper's warmup + 1/sqrt) | cosine | constant
-    t.warmup_steps = 200  # linear warmup, in steps
-    t.b1 = 0.9  # Adam beta1
-    t.b2 = 0.98  # Adam beta2 (the paper: 0.98)
-    t.eps = 1e-9  # Adam epsilon (the paper: 1e-9)
-    t.weight_decay = 0.0  # decoupled weight decay, adamw only
-    t.grad_clip_norm = 1.0  # clip the global gradient norm; 0 = no clipping
-    t.label_smoothing = 0.0  # the paper: 0.1
-    t.log_every = 50  # steps between train-metric log lines
-    t.eval_every = 500  # steps between evaluations (and at the end)
-    t.eval_examples = 0  # examples per eval split; 0 = the whole split
-    t.checkpoint_every = 500  # steps between checkpoints (a multiple of log_every)
-    t.keep_checkpoints = 2  # newest checkpoints kept on disk
-    t.diagnostics = True  # attention entropy / max weight / logit std per layer at eval
-    # seq2seq only (ignored otherwise): also greedy-decode every eval batch, the decoder reading
-    # its own outputs, and log gen_seq_accuracy, the fraction of outputs equal to the target.
-    t.generate_eval = True
-    # Scale-out (see transformer_jax.train.parallel). data.batch_size is the global batch: it
-    # must divide evenly over the devices (and the micro-batches).
-    t.parallelism = "jit"  # jit: one program over a device mesh (GSPMD) | pmap: replicated
-    t.fsdp = 1  # jit only: mesh axis size that shards parameters and optimizer state (ZeRO-3)
-    t.grad_accum_steps = 1  # micro-batches per update; the update equals one full-batch step
-    t.distributed = False  # multi-host: call jax.distributed.initialize() first (TPU pods)
-    t.compilation_cache_dir = ""  # persistent XLA compilation cache directory; "" = off
-    # Dropout's random bits: "partitionable" (the same masks however the batch is sharded),
-    # "sequential" (4-5x faster on CPUs) or "auto" (sequential on one device); see train/step.py.
-    t.threefry = "auto"
-    t.update(overrides)
-    return t
+    """`TrainConfig`'s defaults as a ConfigDict."""
+    config = ml_collections.ConfigDict(F.to_dict(TrainConfig()))
+    for name, value in overrides.items():
+        _set(config, name, value, "train")
+    return config
+
+
+def _set(config: ml_collections.ConfigDict, path: str, value, prefix: str) -> None:
+    *parents, leaf = path.split(".")
+    for name in parents:
+        if name not in config or not isinstance(config[name], ml_collections.ConfigDict):
+            raise ValueError(f"{prefix}.{path}: {prefix}.{name} is not a sub-config")
+        config, prefix = config[name], f"{prefix}.{name}"
+    if leaf not in config:
+        raise ValueError(
+            f"unknown config field {prefix}.{leaf}; valid fields of {prefix}: {sorted(config)}"
+        )
+    config[leaf] = value
 
 
 def base_config(dataset: str) -> ml_collections.ConfigDict:
@@ -73,10 +66,10 @@ def shrink(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """`quick`: a smaller, shorter version of any config, for a laptop smoke run in ~a minute."""
     m, t = config.model, config.train
     m.d_model = min(m.d_model, 64)
-    m.num_heads = min(m.num_heads, 4)
-    if m.num_kv_heads:
-        m.num_kv_heads = min(m.num_kv_heads, m.num_heads)
-    m.d_ff = min(m.d_ff, 128)
+    m.attention.num_heads = min(m.attention.num_heads, 4)
+    if m.attention.num_kv_heads:
+        m.attention.num_kv_heads = min(m.attention.num_kv_heads, m.attention.num_heads)
+    m.ffn.d_ff = min(m.ffn.d_ff, 128)
     m.num_encoder_layers = min(m.num_encoder_layers, 2)
     m.num_decoder_layers = min(m.num_decoder_layers, 2)
     t.steps = min(t.steps, 200)
@@ -92,13 +85,28 @@ def shrink(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     return config
 
 
+QUICK = "quick"
+
+
+def parse_arg(arg: str | None, choices=(), default: str | None = None) -> tuple[str | None, bool]:
+    """The `:arg` of `--config=configs/x.py:arg`, for every config file: comma-separated, at
+    most one of `choices` (else `default`) and optionally "quick". -> (choice, quick).
+
+    `:reverse,quick` -> ("reverse", True); `:quick` -> (default, True); `` -> (default, False).
+    """
+    parts = [p for p in (arg or "").split(",") if p]
+    quick = QUICK in parts
+    picked = [p for p in parts if p != QUICK]
+    if len(picked) > 1 or (picked and picked[0] not in choices):
+        valid = f"one of {list(choices)}, optionally with ',quick', or " if choices else ""
+        raise ValueError(f"config argument {arg!r} is not valid; valid: {valid}'' or 'quick'")
+    return (picked[0] if picked else default), quick
+
+
 def apply_arg(config: ml_collections.ConfigDict, arg: str | None) -> ml_collections.ConfigDict:
-    """Handles the `:arg` of `--config=configs/x.py:arg`; "quick" shrinks the run."""
-    if arg in (None, ""):
-        return config
-    if arg == "quick":
-        return shrink(config)
-    raise ValueError(f"config argument {arg!r} is not valid; valid: '' or 'quick'")
+    """Handles the `:arg` of a config file without choices: "quick" shrinks the run."""
+    _, quick = parse_arg(arg)
+    return shrink(config) if quick else config
 
 
 def from_file(path: str, arg: str | None = None) -> ml_collections.ConfigDict:

@@ -1,7 +1,7 @@
-"""Command line: python -m transformer_jax.main --config=configs/copy.py --workdir=runs/copy
+"""Command line: python -m transformer_jax.main --config=configs/algorithmic.py:copy --workdir=X
 
-Override any field in the ml_collections style, e.g. --config.model.norm=rmsnorm
---config.model.attention_scale=none --config.train.steps=500. Rerunning with the same workdir
+Override any field in the ml_collections style, e.g. --config.model.norm.kind=rmsnorm
+--config.model.attention.scale=none --config.train.steps=500. Rerunning with the same workdir
 resumes from its latest checkpoint.
 """
 

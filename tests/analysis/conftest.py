@@ -9,14 +9,9 @@ from transformer_jax.train.trainer import train_and_evaluate
 def tiny_copy_config(data_dir, steps: int = 40):
     """A two-layer-encoder, one-layer-decoder copy run that trains in seconds on a CPU."""
     config = defaults.base_config("copy")
-    config.model.update(
-        d_model=32,
-        num_heads=2,
-        d_ff=64,
-        num_encoder_layers=2,
-        num_decoder_layers=1,
-        dropout_rate=0.0,
-    )
+    config.model.update(d_model=32, num_encoder_layers=2, num_decoder_layers=1, dropout_rate=0.0)
+    config.model.attention.num_heads = 2
+    config.model.ffn.d_ff = 64
     config.data.update(
         data_dir=str(data_dir),
         num_train=1000,

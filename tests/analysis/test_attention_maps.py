@@ -1,6 +1,5 @@
 """attention_maps: the maps are the model's attention weights, one per layer, kind and head."""
 
-import importlib.util
 import math
 import subprocess
 import sys
@@ -11,8 +10,14 @@ import numpy as np
 import pytest
 from analysis_fixtures import assert_png
 
+from transformer_jax import decoding
 from transformer_jax.analysis import attention_maps as am
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import (
+    AttentionConfig,
+    FeedForwardConfig,
+    ModelConfig,
+    PositionalConfig,
+)
 from transformer_jax.data.info import DatasetInfo
 from transformer_jax.data.tokenizers import CharTokenizer
 from transformer_jax.layers.positional import sinusoidal_table
@@ -40,7 +45,7 @@ def test_one_map_per_layer_and_attention_kind_with_every_head(run, maps):
         "decoder/layer_0/cross_attention",
     ]
     heads = sum(m.weights_NTS.shape[0] for m in maps)
-    assert heads == (cfg.num_encoder_layers + 2 * cfg.num_decoder_layers) * cfg.num_heads
+    assert heads == (cfg.num_encoder_layers + 2 * cfg.num_decoder_layers) * cfg.attention.num_heads
 
 
 def test_shapes_labels_and_rows_sum_to_one(maps):
@@ -91,22 +96,11 @@ def test_bad_inputs_are_rejected(run):
         am.attention_maps(run, "3" * 60, target_text="3")
 
 
-HAS_DECODING = importlib.util.find_spec("transformer_jax.decoding") is not None
-
-
-@pytest.mark.skipif(HAS_DECODING, reason="with a decoding module --target is optional")
-def test_encoder_decoder_needs_a_target_without_decoding(run):
-    with pytest.raises(ValueError, match="--target is required"):
-        am.attention_maps(run, "3 1 4")
-
-
-@pytest.mark.skipif(not HAS_DECODING, reason="needs transformer_jax.decoding")
 def test_without_target_the_decoder_reads_its_greedy_output(run):
-    from transformer_jax import decoding
-
     tokens = np.asarray(decoding.generate(run.model, run.variables, np.array([[6, 4, 7]])))[0]
     output = tokens.tolist()
-    greedy = output[: output.index(2)] if 2 in output else output[: run.model_config.max_len - 1]
+    max_len = run.model_config.positional.max_len
+    greedy = output[: output.index(2)] if 2 in output else output[: max_len - 1]
     maps = am.attention_maps(run, "3 1 4")
     cross = next(m for m in maps if m.name == "decoder/layer_0/cross_attention")
     assert cross.query_labels == ["<bos>"] + [str(int(t) - 3) for t in greedy]
@@ -121,12 +115,12 @@ def random_run(family: str) -> LoadedRun:
         vocab_size=13,
         num_classes=2,
         d_model=16,
-        num_heads=2,
-        d_ff=32,
         num_encoder_layers=1,
         num_decoder_layers=2,
-        max_len=12,
         dropout_rate=0.0,
+        attention=AttentionConfig(num_heads=2),
+        positional=PositionalConfig(max_len=12),
+        ffn=FeedForwardConfig(d_ff=32),
     )
     model = build_model(config)
     params = model.init(jax.random.PRNGKey(0), np.ones((1, 4), np.int32))["params"]

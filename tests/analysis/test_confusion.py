@@ -29,16 +29,11 @@ def vit_workdir(tmp_path_factory):
     root = tmp_path_factory.mktemp("vit")
     config = defaults.base_config("digits")
     config.data.update(data_dir=str(root / "tfds"), batch_size=32)
-    config.model.update(
-        family="vit",
-        patch_size=4,
-        d_model=16,
-        num_heads=2,
-        d_ff=32,
-        num_encoder_layers=1,
-        norm_position="pre",
-        dropout_rate=0.0,
-    )
+    config.model.update(family="vit", d_model=16, num_encoder_layers=1, dropout_rate=0.0)
+    config.model.vit.patch_size = 4
+    config.model.attention.num_heads = 2
+    config.model.ffn.d_ff = 32
+    config.model.norm.position = "pre"
     config.train.update(
         steps=30,
         learning_rate=3e-3,

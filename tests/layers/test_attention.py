@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import AttentionConfig, ModelConfig, PositionalConfig
 from transformer_jax.layers import attention, masks
 
 
@@ -99,9 +99,7 @@ def test_fully_masked_row_is_finite():
 
 
 def _module_logits(scale_name, **extra):
-    cfg = ModelConfig(
-        d_model=16, num_heads=2, attention_scale=scale_name, attention_impl="einsum", **extra
-    )
+    cfg = AttentionConfig(num_heads=2, scale=scale_name, impl="einsum", **extra)
     module = attention.MultiHeadAttention(cfg)
     x = jax.random.normal(jax.random.PRNGKey(0), (1, 4, 16))
     params = module.init(jax.random.PRNGKey(1), x, x)
@@ -111,9 +109,11 @@ def _module_logits(scale_name, **extra):
 
 def test_scale_none_differs_from_sqrt_dk_exactly_by_the_factor():
     """Same parameters; `none` logits are sqrt(d_k) times the `sqrt_dk` logits."""
-    cfg = ModelConfig(d_model=16, num_heads=2)
-    module_sqrt = attention.MultiHeadAttention(cfg.replace(attention_scale="sqrt_dk"))
-    module_none = attention.MultiHeadAttention(cfg.replace(attention_scale="none"))
+    cfg = ModelConfig(d_model=16, attention=AttentionConfig(num_heads=2))
+    module_sqrt = attention.MultiHeadAttention(
+        cfg.override({"attention.scale": "sqrt_dk"}).attention
+    )
+    module_none = attention.MultiHeadAttention(cfg.override({"attention.scale": "none"}).attention)
     x = jax.random.normal(jax.random.PRNGKey(0), (1, 4, 16))
     params = module_sqrt.init(jax.random.PRNGKey(1), x, x)
     weights = {}
@@ -130,9 +130,7 @@ def test_learned_temperature_starts_at_sqrt_dk():
     params, learned, x = _module_logits("learned")
     tau = np.exp(params["params"]["log_temperature"])
     np.testing.assert_allclose(tau, [math.sqrt(8)] * 2, rtol=1e-6)
-    module = attention.MultiHeadAttention(
-        ModelConfig(d_model=16, num_heads=2, attention_impl="einsum")
-    )
+    module = attention.MultiHeadAttention(AttentionConfig(num_heads=2, impl="einsum"))
     _, state = module.apply(
         {"params": {k: v for k, v in params["params"].items() if k != "log_temperature"}},
         x,
@@ -143,15 +141,14 @@ def test_learned_temperature_starts_at_sqrt_dk():
 
 
 def test_constant_temperature():
-    _, w_const, _ = _module_logits("constant", attention_temperature=math.sqrt(8.0))
+    _, w_const, _ = _module_logits("constant", temperature=math.sqrt(8.0))
     _, w_sqrt, _ = _module_logits("sqrt_dk")
     np.testing.assert_allclose(w_const, w_sqrt, rtol=1e-5)
 
 
 @pytest.mark.parametrize("impl", ["einsum", "jax"])
 def test_collecting_weights_does_not_change_outputs(impl):
-    cfg = ModelConfig(d_model=16, num_heads=4, attention_impl=impl)
-    module = attention.MultiHeadAttention(cfg)
+    module = attention.MultiHeadAttention(AttentionConfig(num_heads=4, impl=impl))
     x = jax.random.normal(jax.random.PRNGKey(0), (2, 5, 16))
     params = module.init(jax.random.PRNGKey(1), x, x)
     plain = module.apply(params, x, x)
@@ -163,6 +160,24 @@ def test_collecting_weights_does_not_change_outputs(impl):
     entropy = -(weights * np.log(weights)).sum(-1).mean()
     np.testing.assert_allclose(diag["attention_entropy"][0], entropy, rtol=1e-5)
     np.testing.assert_allclose(diag["attention_max_prob"][0], weights.max(-1).mean(), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kind,self_attention,moves",
+    [("rotary", True, True), ("rotary", False, False), ("sinusoidal", True, False)],
+)
+def test_only_rotary_self_attention_reads_positions(kind, self_attention, moves):
+    """The positional slice reaches attention: rotary rotates self-attention queries and keys;
+    cross-attention, and the additive encodings, leave attention blind to positions."""
+    module = attention.MultiHeadAttention(
+        AttentionConfig(num_heads=2), PositionalConfig(kind=kind), self_attention=self_attention
+    )
+    x = jax.random.normal(jax.random.PRNGKey(0), (1, 4, 16))
+    pos = jnp.arange(4)[None]
+    params = module.init(jax.random.PRNGKey(1), x, x, q_pos_BT=pos, k_pos_BS=pos)
+    out = module.apply(params, x, x, q_pos_BT=pos, k_pos_BS=pos)
+    spread = module.apply(params, x, x, q_pos_BT=3 * pos, k_pos_BS=3 * pos)
+    assert bool(np.abs(np.asarray(out - spread)).max() > 1e-4) == moves
 
 
 def test_auto_impl_is_einsum_on_cpu_and_jax_elsewhere():

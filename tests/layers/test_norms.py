@@ -1,11 +1,13 @@
 """Norms against their formulas (NCCU slides 57-63)."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import NormConfig
 from transformer_jax.layers import norms
 
 X = np.random.default_rng(0).normal(2.0, 3.0, size=(4, 5, 8)).astype(np.float32)
@@ -43,12 +45,12 @@ def test_dyt_formula_and_alpha_init():
 
 
 def test_dyt_fixed_alpha_is_a_constant_not_a_parameter():
-    cfg = ModelConfig(norm="dyt", dyt_alpha_init=0.7, dyt_learnable_alpha=False)
+    cfg = NormConfig(kind="dyt", dyt_alpha_init=0.7, dyt_learnable_alpha=False)
     module = norms.make_norm(cfg)
     variables = module.init(jax.random.PRNGKey(0), X)
     assert set(variables["params"]) == {"scale", "bias"}
     np.testing.assert_allclose(module.apply(variables, X), np.tanh(0.7 * X), rtol=1e-5)
-    learnable = norms.make_norm(cfg.replace(dyt_learnable_alpha=True))
+    learnable = norms.make_norm(dataclasses.replace(cfg, dyt_learnable_alpha=True))
     assert "alpha" in learnable.init(jax.random.PRNGKey(0), X)["params"]
 
 
@@ -69,6 +71,14 @@ def test_batchnorm_train_uses_batch_stats_and_eval_uses_running_averages():
 
 def test_registry_covers_every_norm():
     for name in ("layernorm", "rmsnorm", "dyt", "batchnorm", "none"):
-        module = norms.make_norm(ModelConfig(norm=name))
+        module = norms.make_norm(NormConfig(kind=name))
         assert apply(module).shape == X.shape
-    np.testing.assert_array_equal(apply(norms.make_norm(ModelConfig(norm="none"))), X)
+    np.testing.assert_array_equal(apply(norms.make_norm(NormConfig(kind="none"))), X)
+    with pytest.raises(ValueError, match=r"model.norm.kind='groupnorm' is not valid"):
+        norms.NORMS["groupnorm"]
+
+
+def test_epsilon_reaches_the_norm():
+    big = norms.make_norm(NormConfig(kind="layernorm", epsilon=100.0))
+    mean, var = X.mean(-1, keepdims=True), X.var(-1, keepdims=True)
+    np.testing.assert_allclose(apply(big), (X - mean) / np.sqrt(var + 100.0), rtol=1e-4, atol=1e-5)

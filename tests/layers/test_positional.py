@@ -1,11 +1,13 @@
 """Positional encodings against their formulas and their defining properties."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import PositionalConfig
 from transformer_jax.layers import positional
 
 
@@ -59,17 +61,51 @@ def test_alibi_slopes_and_bias():
 
 
 def test_additive_encodings():
-    cfg = ModelConfig(d_model=8, num_heads=2, max_len=10)
+    cfg = PositionalConfig(max_len=10)
     x = jnp.zeros((1, 4, 8))
     pos = jnp.arange(4)[None]
-    sin = positional.AddPositional(cfg.replace(positional="sinusoidal")).apply({}, x, pos)
+    sin = positional.AddPositional(dataclasses.replace(cfg, kind="sinusoidal")).apply({}, x, pos)
     np.testing.assert_allclose(sin[0], positional.sinusoidal_table(10, 8)[:4])
-    index = positional.AddPositional(cfg.replace(positional="index")).apply({}, x, pos)
+    index = positional.AddPositional(dataclasses.replace(cfg, kind="index")).apply({}, x, pos)
     np.testing.assert_allclose(index[0, :, 3], [1, 2, 3, 4])
     for kind in ("rotary", "alibi", "none"):
-        module = positional.AddPositional(cfg.replace(positional=kind))
+        module = positional.AddPositional(dataclasses.replace(cfg, kind=kind))
         np.testing.assert_array_equal(module.apply({}, x, pos), x)
-    learned = positional.AddPositional(cfg.replace(positional="learned"))
+    learned = positional.AddPositional(dataclasses.replace(cfg, kind="learned"))
     params = learned.init(jax.random.PRNGKey(0), x, pos)
     table = params["params"]["table"]["embedding"]
     np.testing.assert_allclose(learned.apply(params, x, pos)[0], table[:4])
+
+
+def test_sinusoidal_base_reaches_the_table():
+    cfg = PositionalConfig(kind="sinusoidal", base=100.0, max_len=10)
+    x, pos = jnp.zeros((1, 4, 8)), jnp.arange(4)[None]
+    added = positional.AddPositional(cfg).apply({}, x, pos)
+    np.testing.assert_allclose(added[0], positional.sinusoidal_table(10, 8, base=100.0)[:4])
+    assert not np.allclose(added[0], positional.sinusoidal_table(10, 8)[:4])
+
+
+def test_rotary_base_reaches_the_rotation():
+    x = jax.random.normal(jax.random.PRNGKey(0), (1, 3, 2, 8))
+    pos = jnp.arange(3)[None] * 5
+    rotated = positional.encoding(PositionalConfig(kind="rotary", base=500.0)).rotate(x, pos)
+    np.testing.assert_allclose(rotated, positional.apply_rotary(x, pos, 500.0), rtol=1e-6)
+    assert not np.allclose(rotated, positional.apply_rotary(x, pos), atol=1e-3)
+
+
+def test_hooks_of_each_encoding():
+    """What each registered encoding declares: only table lookups limit positions to max_len,
+    only rotary rotates, only alibi biases the logits."""
+    registry = positional.ENCODINGS
+    assert set(registry.names()) == {"sinusoidal", "learned", "rotary", "alibi", "none", "index"}
+    assert {k for k in registry if registry[k].limited_to_table} == {"sinusoidal", "learned"}
+    x = jax.random.normal(jax.random.PRNGKey(0), (1, 4, 2, 8))
+    pos = jnp.arange(4)[None]
+    for kind in registry:
+        encoding = positional.encoding(PositionalConfig(kind=kind))
+        rotated = not np.allclose(encoding.rotate(x, pos), x)
+        bias = encoding.logit_bias(pos, pos, 2, causal=True)
+        assert rotated == (kind == "rotary"), kind
+        assert (bias is not None) == (kind == "alibi"), kind
+    with pytest.raises(ValueError, match=r"model.positional.kind='fourier' is not valid"):
+        registry["fourier"]

@@ -5,7 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import (
+    AttentionConfig,
+    FeedForwardConfig,
+    ModelConfig,
+    PositionalConfig,
+)
 from transformer_jax.models import build_model
 from transformer_jax.models.stack import TransformerStack
 
@@ -13,12 +18,12 @@ TINY = ModelConfig(
     vocab_size=16,
     num_classes=3,
     d_model=16,
-    num_heads=2,
-    d_ff=32,
     num_encoder_layers=2,
     num_decoder_layers=2,
-    max_len=16,
     dropout_rate=0.0,
+    attention=AttentionConfig(num_heads=2),
+    positional=PositionalConfig(max_len=16),
+    ffn=FeedForwardConfig(d_ff=32),
 )
 IDS = jnp.array([[3, 4, 5, 6, 7, 8, 9, 10], [11, 12, 13, 5, 4, 0, 0, 0]], jnp.int32)
 
@@ -35,18 +40,18 @@ def init_and_apply(cfg, *inputs, seed=0):
 
 
 @pytest.mark.parametrize("family", ["encoder_decoder", "decoder_only", "encoder_classifier"])
-@pytest.mark.parametrize("use_jit", [False, True])
-def test_shapes_and_jit(family, use_jit):
+def test_shapes_and_jit(family):
+    """Eager and jitted application give the same float32 logits of the family's shape."""
     cfg = TINY.replace(family=family)
     model = build_model(cfg)
     inputs = model_inputs(cfg)
     variables = model.init(jax.random.PRNGKey(0), *inputs)
     params = {"params": variables["params"]}
-    apply = jax.jit(model.apply) if use_jit else model.apply
-    out = apply(params, *inputs)
+    eager, jitted = model.apply(params, *inputs), jax.jit(model.apply)(params, *inputs)
     expected = (2, 3) if family == "encoder_classifier" else (2, 8, 16)
-    assert out.shape == expected and out.dtype == jnp.float32
-    np.testing.assert_allclose(out, model.apply(params, *inputs), rtol=1e-5, atol=1e-5)
+    for out in (eager, jitted):
+        assert out.shape == expected and out.dtype == jnp.float32
+    np.testing.assert_allclose(jitted, eager, rtol=1e-5, atol=1e-5)
 
 
 def stack_jacobian(cfg, causal, length=6):
@@ -64,14 +69,16 @@ def stack_jacobian(cfg, causal, length=6):
 @pytest.mark.parametrize("positional", ["sinusoidal", "rotary", "alibi", "learned", "none"])
 @pytest.mark.parametrize("norm", ["layernorm", "rmsnorm", "dyt"])
 def test_decoder_is_causal(positional, norm):
-    sensitivity = stack_jacobian(TINY.replace(positional=positional, norm=norm), causal=True)
+    sensitivity = stack_jacobian(
+        TINY.override({"positional.kind": positional, "norm.kind": norm}), causal=True
+    )
     assert np.all(sensitivity[np.triu_indices(6, k=1)] == 0.0)
     assert np.all(sensitivity[np.tril_indices(6)] > 0.0)
 
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_sliding_window_sees_only_its_window_and_global_tokens(causal):
-    cfg = TINY.replace(sliding_window=2, num_global_tokens=1)
+    cfg = TINY.override({"attention.sliding_window": 2, "attention.num_global_tokens": 1})
     stack = TransformerStack(cfg, 1, causal=causal)
     length = 8
     pos = jnp.arange(length)[None]
@@ -140,7 +147,7 @@ def test_without_positional_encoding_the_encoder_is_permutation_equivariant():
     """The "Amy" example (NTHU slide 21): shuffle the words, the outputs move with them."""
     ids = jnp.array([[3, 4, 5, 6, 7, 8, 9, 10]])
     perm = np.array([5, 2, 7, 0, 1, 6, 3, 4])
-    cfg = TINY.replace(positional="none")
+    cfg = TINY.override({"positional.kind": "none"})
     np.testing.assert_allclose(
         encoder_states(cfg, ids)[:, perm], encoder_states(cfg, ids[:, perm]), rtol=1e-5, atol=1e-5
     )
@@ -150,24 +157,25 @@ def test_without_positional_encoding_the_encoder_is_permutation_equivariant():
 def test_with_positional_encoding_the_encoder_is_not_equivariant(positional):
     ids = jnp.array([[3, 4, 5, 6, 7, 8, 9, 10]])
     perm = np.array([5, 2, 7, 0, 1, 6, 3, 4])
-    cfg = TINY.replace(positional=positional)
+    cfg = TINY.override({"positional.kind": positional})
     difference = np.abs(encoder_states(cfg, ids)[:, perm] - encoder_states(cfg, ids[:, perm]))
     assert difference.max() > 1e-3
 
 
 SWITCHES = {
-    "attention_scale": ["none", "constant"],
-    "positional": ["learned", "rotary", "alibi", "none", "index"],
-    "norm": ["rmsnorm", "dyt", "batchnorm", "none"],
-    "norm_position": ["pre"],
-    "residual": [False],
-    "activation": ["gelu", "swiglu"],
-    "scale_embeddings": [False],
-    "tie_output_embeddings": [False],
-    "share_source_target_embeddings": [False],
-    "num_kv_heads": [1],
-    "sliding_window": [2],
-    "dyt_alpha_init": [1.5],
+    "attention.scale": ["none", "constant"],
+    "positional.kind": ["learned", "rotary", "alibi", "none", "index"],
+    "positional.base": [100.0],
+    "norm.kind": ["rmsnorm", "dyt", "batchnorm", "none"],
+    "norm.position": ["pre"],
+    "norm.residual": [False],
+    "ffn.activation": ["gelu", "swiglu"],
+    "embeddings.scale": [False],
+    "embeddings.tie_output": [False],
+    "embeddings.share_source_target": [False],
+    "attention.num_kv_heads": [1],
+    "attention.sliding_window": [2],
+    "norm.dyt_alpha_init": [1.5],
 }
 
 
@@ -175,10 +183,10 @@ SWITCHES = {
     "field,value", [(f, v) for f, values in SWITCHES.items() for v in values], ids=str
 )
 def test_every_switch_changes_the_output(field, value):
-    base = TINY.replace(norm="dyt") if field == "dyt_alpha_init" else TINY
-    changed = base.replace(**{field: value})
-    if field == "attention_scale" and value == "constant":
-        changed = changed.replace(attention_temperature=0.5)
+    base = TINY.override({"norm.kind": "dyt"}) if field == "norm.dyt_alpha_init" else TINY
+    changed = base.override({field: value})
+    if field == "attention.scale" and value == "constant":
+        changed = changed.override({"attention.temperature": 0.5})
     out_base = init_and_apply(base)
     out_changed = init_and_apply(changed)
     same_shapes = out_base.shape == out_changed.shape
@@ -187,7 +195,7 @@ def test_every_switch_changes_the_output(field, value):
 
 def test_learned_temperature_starts_at_sqrt_dk_and_is_trainable():
     """`learned` equals `sqrt_dk` at initialisation by design; its temperature gets gradients."""
-    cfg = TINY.replace(attention_scale="learned")
+    cfg = TINY.override({"attention.scale": "learned"})
     model = build_model(cfg)
     variables = {"params": model.init(jax.random.PRNGKey(0), IDS, IDS)["params"]}
     np.testing.assert_allclose(
@@ -203,10 +211,11 @@ def test_learned_temperature_starts_at_sqrt_dk_and_is_trainable():
     assert all(np.abs(g).max() > 0 for g in temperature_grads)
 
 
-@pytest.mark.parametrize("impl", ["einsum", "jax"])
-def test_attention_implementations_agree_in_a_model(impl):
-    out = init_and_apply(TINY.replace(attention_impl=impl, positional="alibi", num_kv_heads=1))
-    ref = init_and_apply(TINY.replace(attention_impl="einsum", positional="alibi", num_kv_heads=1))
+def test_attention_implementations_agree_in_a_model():
+    """jax.nn.dot_product_attention and the einsum reference, with an ALiBi bias and MQA."""
+    alibi_mqa = TINY.override({"positional.kind": "alibi", "attention.num_kv_heads": 1})
+    out = init_and_apply(alibi_mqa.override({"attention.impl": "jax"}))
+    ref = init_and_apply(alibi_mqa.override({"attention.impl": "einsum"}))
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
@@ -219,7 +228,8 @@ def test_bfloat16_compute_keeps_float32_params_and_logits():
 
 
 def test_dropout_only_in_training():
-    cfg = TINY.replace(dropout_rate=0.5, attention_dropout_rate=0.5, family="decoder_only")
+    cfg = TINY.replace(dropout_rate=0.5, family="decoder_only")
+    cfg = cfg.override({"attention.dropout_rate": 0.5})
     model = build_model(cfg)
     variables = {"params": model.init(jax.random.PRNGKey(0), IDS)["params"]}
     eval_a = model.apply(variables, IDS)
@@ -243,7 +253,8 @@ def test_blocked_causal_attention_agrees_with_the_whole_square(packed, monkeypat
         attention, "causal_blocked_attention", lambda *a, **k: calls.append(1) or blocked(*a, **k)
     )
     length = attention.CAUSAL_BLOCK * 2 + 2
-    cfg = TINY.replace(family="decoder_only", max_len=length, positional="alibi")
+    cfg = TINY.replace(family="decoder_only")
+    cfg = cfg.override({"positional.max_len": length, "positional.kind": "alibi"})
     ids = jax.random.randint(jax.random.PRNGKey(1), (2, length), 3, 16)
     kwargs = {}
     if packed:
@@ -254,7 +265,7 @@ def test_blocked_causal_attention_agrees_with_the_whole_square(packed, monkeypat
         }
     outputs = {}
     for impl in ("einsum", "jax"):
-        model = build_model(cfg.replace(attention_impl=impl))
+        model = build_model(cfg.override({"attention.impl": impl}))
         variables = model.init(jax.random.PRNGKey(0), ids, **kwargs)
         outputs[impl] = model.apply(variables, ids, **kwargs)
     assert calls  # The einsum model took the blocked path.

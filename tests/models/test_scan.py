@@ -5,29 +5,37 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import (
+    AttentionConfig,
+    FeedForwardConfig,
+    ModelConfig,
+    PositionalConfig,
+)
 from transformer_jax.models import build_model
 from transformer_jax.models.scan import stack_layers, unstack_layers
 from transformer_jax.train import step as steps
 
 CONFIGS = {
     "decoder_only": dict(family="decoder_only"),
-    "encoder_decoder_batchnorm": dict(family="encoder_decoder", norm="batchnorm"),
+    "encoder_decoder_batchnorm": {"family": "encoder_decoder", "norm.kind": "batchnorm"},
 }
 
 
-def tiny(**fields) -> ModelConfig:
-    base = dict(
-        vocab_size=11,
-        d_model=16,
-        num_heads=2,
-        d_ff=32,
-        num_encoder_layers=3,
-        num_decoder_layers=3,
-        max_len=8,
-        dropout_rate=0.0,
-    )
-    return ModelConfig(**{**base, **fields})
+TINY = ModelConfig(
+    vocab_size=11,
+    d_model=16,
+    num_encoder_layers=3,
+    num_decoder_layers=3,
+    dropout_rate=0.0,
+    attention=AttentionConfig(num_heads=2),
+    positional=PositionalConfig(max_len=8),
+    ffn=FeedForwardConfig(d_ff=32),
+)
+
+
+def tiny(**changes) -> ModelConfig:
+    """TINY with `changes`, dotted paths allowed ("norm.kind")."""
+    return TINY.override(changes)
 
 
 def inputs(family):

@@ -1,5 +1,7 @@
 """Universal Transformer and ACT: halting math, shared weights, causality, cached decoding."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,7 +9,13 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 from transformer_jax import decoding
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import (
+    AttentionConfig,
+    FeedForwardConfig,
+    ModelConfig,
+    PositionalConfig,
+    UniversalConfig,
+)
 from transformer_jax.models import build_model
 from transformer_jax.models.universal import ActState, UniversalStack, act_update
 
@@ -15,17 +23,22 @@ TINY = ModelConfig(
     family="decoder_only",
     vocab_size=16,
     d_model=16,
-    num_heads=2,
-    d_ff=32,
     num_decoder_layers=2,
-    max_len=16,
     dropout_rate=0.0,
-    universal=True,
-    ut_steps=3,
+    attention=AttentionConfig(num_heads=2),
+    positional=PositionalConfig(max_len=16),
+    ffn=FeedForwardConfig(d_ff=32),
+    universal=UniversalConfig(steps=3),
 )
 # Halting probabilities near 0.5 at initialisation and a threshold of 0.5: some positions halt
 # after one step, others run on, so every ACT branch is exercised.
-ACT = TINY.replace(act=True, act_threshold_eps=0.5, act_halting_bias_init=0.0)
+ACT = TINY.override(
+    {
+        "universal.act": True,
+        "universal.act_threshold_eps": 0.5,
+        "universal.act_halting_bias_init": 0.0,
+    }
+)
 IDS = jnp.array([[3, 4, 5, 6, 7, 8], [9, 10, 11, 5, 0, 0]], jnp.int32)
 
 
@@ -74,7 +87,7 @@ def apply(cfg, variables, ids=IDS, mutable=("intermediates", "losses")):
 
 
 def test_steps_never_exceed_the_maximum_and_ponder_is_reported():
-    cfg = ACT.replace(act_threshold_eps=0.01, ut_steps=2)
+    cfg = ACT.override({"universal.act_threshold_eps": 0.01, "universal.steps": 2})
     variables = {"params": build_model(cfg).init(jax.random.PRNGKey(0), IDS)["params"]}
     _, state = apply(cfg, variables, mutable=("intermediates", "diagnostics"))
     steps_BT = state["intermediates"]["decoder"]["ponder_steps"][0]
@@ -84,14 +97,34 @@ def test_steps_never_exceed_the_maximum_and_ponder_is_reported():
 
 
 def test_one_step_threshold_equals_a_single_block_application():
-    one_step = ACT.replace(act_threshold_eps=1.0, ut_steps=4)  # threshold 0: halt at once
+    # threshold 0: halt at once
+    one_step = ACT.override({"universal.act_threshold_eps": 1.0, "universal.steps": 4})
     params = build_model(one_step).init(jax.random.PRNGKey(0), IDS)["params"]
     out, state = apply(one_step, {"params": params})
     np.testing.assert_array_equal(state["intermediates"]["decoder"]["ponder_steps"][0], 1.0)
     block_params = jax.tree.map(lambda x: x, params)
     del block_params["decoder"]["recurrence"]["halting"]
-    single = build_model(TINY.replace(ut_steps=1)).apply({"params": block_params}, IDS)
+    single = build_model(TINY.override({"universal.steps": 1})).apply({"params": block_params}, IDS)
     np.testing.assert_allclose(out, single, rtol=1e-5, atol=1e-5)
+
+
+def reference_ponder_cost(state_steps_UBTD, halting, valid_BT, universal) -> float:
+    """tau * mean(N + R) by Graves (2016) in NumPy, position by position, from the states each
+    step produced and the halting unit's parameters."""
+    kernel, bias = np.asarray(halting["kernel"])[:, 0], float(np.asarray(halting["bias"])[0])
+    p_UBT = 1 / (1 + np.exp(-(np.asarray(state_steps_UBTD) @ kernel + bias)))
+    threshold = 1.0 - universal.act_threshold_eps
+    num_steps = p_UBT.shape[0]
+    rho_BT = np.zeros(p_UBT.shape[1:])
+    for b, t in np.ndindex(*rho_BT.shape):
+        total = 0.0
+        for n in range(num_steps):
+            if total + p_UBT[n, b, t] > threshold or n == num_steps - 1:
+                rho_BT[b, t] = (n + 1) + (1.0 - total)  # N + R
+                break
+            total += p_UBT[n, b, t]
+    valid = np.asarray(valid_BT)
+    return universal.act_ponder_cost * (rho_BT * valid).sum() / valid.sum()
 
 
 def test_ponder_cost_is_differentiable_through_the_remainders_only():
@@ -104,15 +137,24 @@ def test_ponder_cost_is_differentiable_through_the_remainders_only():
         steps_BT = state["intermediates"]["decoder"]["ponder_steps"][0]
         remainders_BT = state["intermediates"]["decoder"]["ponder_remainders"][0]
         mean = lambda x: (x * valid_BT).sum() / valid_BT.sum()  # noqa: E731
-        return ACT.act_ponder_cost * jnp.stack(
+        tau = ACT.universal.act_ponder_cost
+        return tau * jnp.stack(
             [
-                state["losses"]["decoder"]["ponder_cost"][0] / ACT.act_ponder_cost,
+                state["losses"]["decoder"]["ponder_cost"][0] / tau,
                 mean(steps_BT + remainders_BT),
                 mean(remainders_BT),
             ]
         )
 
     values = ponder(params)
+    _, state = apply(ACT, {"params": params})
+    expected = reference_ponder_cost(
+        state["intermediates"]["decoder"]["recurrence"]["step_states"][0],
+        params["decoder"]["recurrence"]["halting"],
+        valid_BT,
+        ACT.universal,
+    )
+    np.testing.assert_allclose(values[0], expected, rtol=1e-5)
     np.testing.assert_allclose(values[0], values[1], rtol=1e-6)
     jacobian = jax.jit(jax.jacrev(ponder))(params)  # one row per entry of `ponder`
     rows = [ravel_pytree(jax.tree.map(lambda j, i=i: j[i], jacobian))[0] for i in range(3)]
@@ -130,7 +172,7 @@ def stack_outputs(cfg, causal, x, seed=1):
 
 @pytest.mark.parametrize("act_halted", ["freeze", "transform"])
 def test_act_decoder_is_causal(act_halted):
-    cfg = ACT.replace(act_halted=act_halted)
+    cfg = ACT.override({"universal.act_halted": act_halted})
     x = jax.random.normal(jax.random.PRNGKey(0), (1, 6, cfg.d_model))
     stack, variables, kwargs = stack_outputs(cfg, True, x)
     jac = jax.jacobian(lambda x: stack.apply(variables, x, **kwargs)[0])(x)[:, :, 0]  # (T,D,T,D)
@@ -140,12 +182,12 @@ def test_act_decoder_is_causal(act_halted):
 
 
 def test_freeze_and_transform_differ_only_for_halted_positions():
-    cfg = ACT.replace(ut_steps=2)
+    cfg = ACT.override({"universal.steps": 2})
     x = jax.random.normal(jax.random.PRNGKey(0), (2, 6, cfg.d_model))
     stack, variables, kwargs = stack_outputs(cfg, False, x)
     results = {}
     for mode in ("freeze", "transform"):
-        out, state = stack.clone(config=cfg.replace(act_halted=mode)).apply(
+        out, state = stack.clone(config=cfg.override({"universal.act_halted": mode})).apply(
             variables, x, **kwargs, mutable=["intermediates"]
         )
         results[mode] = out, state["intermediates"]
@@ -165,10 +207,11 @@ def test_parameter_count_does_not_depend_on_steps():
     def shapes(cfg):
         return jax.eval_shape(build_model(cfg).init, jax.random.PRNGKey(0), IDS)["params"]
 
-    one, many = shapes(TINY.replace(ut_steps=1)), shapes(TINY.replace(ut_steps=8))
+    one = shapes(TINY.override({"universal.steps": 1}))
+    many = shapes(TINY.override({"universal.steps": 8}))
     assert jax.tree.map(lambda s: s.shape, one) == jax.tree.map(lambda s: s.shape, many)
     count = lambda p: sum(s.size for s in jax.tree.leaves(p))  # noqa: E731
-    vanilla = count(shapes(TINY.replace(universal=False, ut_steps=0)))
+    vanilla = count(shapes(TINY.replace(universal=None)))
     assert count(many) < vanilla  # one block instead of num_decoder_layers = 2
 
 
@@ -176,13 +219,15 @@ def test_parameter_count_does_not_depend_on_steps():
     "cfg",
     [
         ACT,
-        ACT.replace(
-            family="encoder_decoder",
-            positional="rotary",
-            norm="rmsnorm",
-            norm_position="pre",
-            act_halted="transform",
-            num_encoder_layers=1,
+        ACT.override(
+            {
+                "family": "encoder_decoder",
+                "positional.kind": "rotary",
+                "norm.kind": "rmsnorm",
+                "norm.position": "pre",
+                "universal.act_halted": "transform",
+                "num_encoder_layers": 1,
+            }
         ),
     ],
     ids=["decoder_only", "encoder_decoder_rotary_prenorm_transform"],
@@ -209,13 +254,15 @@ def test_cached_decoding_equals_full_forward(cfg):
 @pytest.mark.parametrize(
     ("fields", "match"),
     [
-        ({"act": True}, "need model.universal=True"),
-        ({"universal": True, "act_threshold_eps": 0.0}, "act_threshold_eps=0.0"),
-        ({"universal": True, "act_halted": "copy"}, "act_halted='copy'"),
-        ({"universal": True, "ut_steps": -1}, "ut_steps=-1"),
-        ({"universal": True, "act_ponder_cost": -0.1}, "act_ponder_cost=-0.1"),
+        ({"enabled": False, "act": True}, "model.universal.act=True has no effect unless enabled"),
+        ({"enabled": False, "steps": 3}, "model.universal.steps=3 has no effect unless enabled"),
+        ({"act_threshold_eps": 0.0}, "model.universal.act_threshold_eps=0.0"),
+        ({"act_halted": "copy"}, "model.universal.act_halted='copy'"),
+        ({"steps": -1}, "model.universal.steps=-1"),
+        ({"act_ponder_cost": -0.1}, "model.universal.act_ponder_cost=-0.1"),
     ],
 )
 def test_bad_universal_config_is_rejected(fields, match):
-    with pytest.raises(ValueError, match=match):
-        ModelConfig(**fields)
+    """`universal` as in config.json and on the command line: `enabled` plus the fields."""
+    with pytest.raises(ValueError, match=re.escape(match)):
+        ModelConfig.from_dict({"universal": fields})

@@ -7,26 +7,30 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import (
+    AttentionConfig,
+    FeedForwardConfig,
+    ModelConfig,
+    NormConfig,
+    PositionalConfig,
+    ViTConfig,
+)
 from transformer_jax.defaults import from_file
-from transformer_jax.layers.positional import sinusoidal_table
+from transformer_jax.layers.positional import sinusoidal_2d_table, sinusoidal_table
 from transformer_jax.models import build_model
-from transformer_jax.models.vit import patchify, sinusoidal_2d_table, unpatchify
+from transformer_jax.models.vit import patchify, unpatchify
 
 TINY = ModelConfig(
     family="vit",
     num_classes=5,
-    image_size=8,
-    num_channels=3,
-    patch_size=2,
     d_model=16,
-    num_heads=2,
-    d_ff=32,
     num_encoder_layers=2,
     dropout_rate=0.0,
-    norm_position="pre",
-    activation="gelu",
-    positional="learned",
+    vit=ViTConfig(image_size=8, num_channels=3, patch_size=2),
+    attention=AttentionConfig(num_heads=2),
+    ffn=FeedForwardConfig(activation="gelu", d_ff=32),
+    norm=NormConfig(position="pre"),
+    positional=PositionalConfig(kind="learned"),
 )
 VIT_PAPER = str(Path(__file__).parents[2] / "configs" / "vit_paper.py")
 IMAGES = jax.random.uniform(jax.random.PRNGKey(0), (2, 8, 8, 3))
@@ -70,7 +74,7 @@ def permute_patches(images, perm):
 
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
 def test_without_positions_patch_permutation_is_equivariant_and_pooling_invariant(pooling):
-    cfg = TINY.replace(positional="none", pooling=pooling)
+    cfg = TINY.override({"positional.kind": "none", "pooling": pooling})
     model, variables = init(cfg)
     variables["params"]["head"]["kernel"] = jax.random.normal(jax.random.PRNGKey(2), (16, 5))
     perm = np.random.default_rng(0).permutation(16)
@@ -88,7 +92,7 @@ def test_without_positions_patch_permutation_is_equivariant_and_pooling_invarian
 
 @pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rotary", "alibi"])
 def test_positions_make_the_model_see_patch_order(positional):
-    cfg = TINY.replace(positional=positional, pooling="mean")
+    cfg = TINY.override({"positional.kind": positional, "pooling": "mean"})
     model, variables = init(cfg)
     variables["params"]["head"]["kernel"] = jax.random.normal(jax.random.PRNGKey(2), (16, 5))
     permuted = permute_patches(IMAGES, np.random.default_rng(0).permutation(16))
@@ -103,10 +107,14 @@ def test_sinusoidal_2d_table_codes_rows_then_columns():
     # Row features do not depend on the column, column features not on the row.
     np.testing.assert_array_equal(table[:, :, :4], np.broadcast_to(table[:, :1, :4], (3, 4, 4)))
     np.testing.assert_array_equal(table[:, :, 4:], np.broadcast_to(table[:1, :, 4:], (3, 4, 4)))
+    # model.positional.base sets the wavelengths of both halves.
+    based = sinusoidal_2d_table(3, 4, 8, base=100.0).reshape(3, 4, 8)
+    np.testing.assert_array_equal(based[:, 0, :4], sinusoidal_table(3, 4, base=100.0))
+    np.testing.assert_array_equal(based[0, :, 4:], sinusoidal_table(4, 4, base=100.0))
 
 
 def test_sinusoidal_positions_have_no_parameters_and_learned_ones_do():
-    _, sinusoidal = init(TINY.replace(positional="sinusoidal"))
+    _, sinusoidal = init(TINY.override({"positional.kind": "sinusoidal"}))
     _, learned = init(TINY)
     assert "position_embedding" not in sinusoidal["params"]
     assert learned["params"]["position_embedding"].shape == (17, 16)  # patches + class token
@@ -115,20 +123,27 @@ def test_sinusoidal_positions_have_no_parameters_and_learned_ones_do():
 @pytest.mark.parametrize(
     "changes,message",
     [
-        ({"patch_size": 3}, r"model.patch_size=3 must divide model.image_size=8.*\[1, 2, 4, 8\]"),
-        ({"image_size": 0}, "model.image_size=0"),
-        ({"num_classes": 1}, "model.num_classes=1"),
-        ({"positional": "sinusoidal", "d_model": 15, "num_heads": 3}, "model.d_model=15"),
+        (
+            {"vit.patch_size": 3},
+            r"model\.vit\.patch_size=3 must divide model\.vit\.image_size=8.*\[1, 2, 4, 8\]",
+        ),
+        ({"vit.image_size": 0}, r"model\.vit\.image_size=0"),
+        ({"num_classes": 1}, r"model\.num_classes=1"),
+        (
+            {"positional.kind": "sinusoidal", "d_model": 15, "attention.num_heads": 3},
+            r"model\.d_model=15",
+        ),
+        ({"vit": None}, r"model\.vit=None must be set exactly when model\.family='vit'"),
     ],
 )
 def test_bad_configs_name_the_field(changes, message):
     with pytest.raises(ValueError, match=message):
-        TINY.replace(**changes)
+        TINY.override(changes)
 
 
 def test_images_of_the_wrong_shape_are_rejected():
     model = build_model(TINY)
-    with pytest.raises(ValueError, match=r"\(2, 8, 8, 1\).*model.image_size"):
+    with pytest.raises(ValueError, match=r"\(2, 8, 8, 1\).*model\.vit\.image_size"):
         model.init(jax.random.PRNGKey(0), jnp.zeros((2, 8, 8, 1)))
 
 
@@ -139,17 +154,19 @@ def test_images_of_the_wrong_shape_are_rejected():
 def test_vit_paper_shapes(arg, shape):
     config = from_file(VIT_PAPER, arg)
     m = config.model
-    assert (m.d_model, m.num_heads, m.d_ff) == (shape or (768, 12, 3072))
-    assert (m.num_encoder_layers, m.patch_size, config.data.image_size) == (12, 16, 224)
-    assert (m.norm_position, m.activation, m.family) == ("pre", "gelu", "vit")
+    assert (m.d_model, m.attention.num_heads, m.ffn.d_ff) == (shape or (768, 12, 3072))
+    assert (m.num_encoder_layers, m.vit.patch_size, config.data.image_size) == (12, 16, 224)
+    assert (m.norm.position, m.ffn.activation, m.family) == ("pre", "gelu", "vit")
 
 
 @pytest.mark.parametrize("arg", ["quick", "ti16,quick"])
 def test_vit_paper_quick_is_a_valid_small_model(arg):
-    m = from_file(VIT_PAPER, arg).model
-    fields = {**m.to_dict(), "vocab_size": 0, "max_len": 17, "image_size": 32, "num_channels": 3}
-    cfg = ModelConfig.from_dict({**fields, "num_classes": 10})
-    assert cfg.d_model == 64 and cfg.num_patches == 16
+    fields = from_file(VIT_PAPER, arg).model.to_dict()
+    fields.update(vocab_size=0, num_classes=10)
+    fields["positional"]["max_len"] = 17
+    fields["vit"].update(image_size=32, num_channels=3)
+    cfg = ModelConfig.from_dict(fields)
+    assert cfg.d_model == 64 and cfg.vit.num_patches == 16
 
 
 def test_vit_paper_rejects_unknown_shapes():

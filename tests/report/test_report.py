@@ -12,10 +12,10 @@ from transformer_jax.report.report import write_report
 from transformer_jax.sweeps import Sweep
 
 SWEEP = Sweep(
-    config="configs/copy.py",
+    config="configs/algorithmic.py",
     variants={
         "base": {},
-        "no_scale": {"model.attention_scale": "none"},
+        "no_scale": {"model.attention.scale": "none"},
         "wide": {"model.d_model": 64},
         "deep": {"model.num_layers": 4},
     },
@@ -113,7 +113,7 @@ def test_report_md_shows_every_run_and_outcome(sweep_dir):
     assert "no_scale/seed_2 failed (return code 1): RuntimeError: boom" in text
     assert "no_scale/seed_1 diverged at step 10" in text
     assert "deep/seed_1 is incomplete" in text and "deep/seed_2 has not been run" in text
-    assert "`--config.model.attention_scale=none`" in text
+    assert "`--config.model.attention.scale=none`" in text
     for variant in SWEEP.variants:
         for seed in SWEEP.seeds:
             assert f"`{variant}/seed_{seed}`" in text  # every run listed, none dropped
@@ -170,7 +170,7 @@ def test_missing_sweep_json_is_a_clear_error(tmp_path):
 def test_metric_absent_from_summaries_is_noted(tmp_path):
     workdir = str(tmp_path)
     sweep = Sweep(
-        config="configs/copy.py",
+        config="configs/algorithmic.py",
         variants={"a": {}},
         seeds=(0,),
         metrics=("test/bleu",),

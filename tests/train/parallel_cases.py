@@ -17,9 +17,8 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tiny_configs import tiny_model, tiny_sgd
 
-from transformer_jax import defaults
-from transformer_jax.config import ModelConfig
 from transformer_jax.models import build_model
 from transformer_jax.train import parallel as par
 from transformer_jax.train import step as steps
@@ -30,21 +29,8 @@ BATCH = 16
 
 
 def setup():
-    cfg = ModelConfig(
-        family="decoder_only",
-        vocab_size=13,
-        d_model=16,
-        num_heads=2,
-        d_ff=32,
-        num_decoder_layers=2,
-        max_len=8,
-        dropout_rate=0.0,
-    )
-    # SGD: parameters move by exactly lr * gradient, so they compare gradients too (Adam's
-    # first step is ~lr * sign(gradient), which amplifies rounding noise).
-    train = defaults.train_config(
-        optimizer="sgd", schedule="constant", learning_rate=0.5, warmup_steps=0, grad_clip_norm=0
-    )
+    cfg = tiny_model("decoder_only")
+    train = tiny_sgd(learning_rate=0.5)
     model, optimizer = build_model(cfg), make_optimizer(train, cfg.d_model)
     rng = np.random.default_rng(0)
     targets = rng.integers(3, 13, size=(BATCH, 8)).astype(np.int32)

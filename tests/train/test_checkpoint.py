@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from transformer_jax.config import TrainConfig
 from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.optimizer import make_optimizer
 
@@ -23,15 +24,15 @@ def _state(seed: int):
         "embed": jax.random.normal(jax.random.fold_in(key, 1), (5, 2), jnp.bfloat16),
     }
     # The real optimizer state: inject_hyperparams state with clip + adamw inside.
-    train_config = {
-        "optimizer": "adamw",
-        "schedule": "rsqrt",
-        "learning_rate": 1.0,
-        "steps": 10,
-        "warmup_steps": 2,
-        "weight_decay": 0.1,
-        "grad_clip_norm": 1.0,
-    }
+    train_config = TrainConfig(
+        optimizer="adamw",
+        schedule="rsqrt",
+        learning_rate=1.0,
+        steps=10,
+        warmup_steps=2,
+        weight_decay=0.1,
+        grad_clip_norm=1.0,
+    )
     tx = make_optimizer(train_config, d_model=8)
     opt_state = tx.init(params)
     grads = jax.tree.map(jnp.ones_like, params)

@@ -4,31 +4,25 @@ import math
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 import pytest
 
+from transformer_jax import defaults
+from transformer_jax.config import TrainConfig
 from transformer_jax.train import optimizer
 
 
-def _train_config(**overrides):
-    config = ml_collections.ConfigDict(
-        {
-            "steps": 1000,
-            "learning_rate": 1.0,
-            "schedule": "rsqrt",
-            "warmup_steps": 100,
-            "optimizer": "adam",
-            "b1": 0.9,
-            "b2": 0.98,
-            "eps": 1e-9,
-            "weight_decay": 0.0,
-            "grad_clip_norm": 0.0,
-        }
-    )
-    config.update(overrides)
-    return config
+def _train_config(**overrides) -> TrainConfig:
+    fields = {
+        "steps": 1000,
+        "learning_rate": 1.0,
+        "schedule": "rsqrt",
+        "warmup_steps": 100,
+        "grad_clip_norm": 0.0,
+        **overrides,
+    }
+    return TrainConfig(**fields)
 
 
 def _lr(config, step, d_model=512):
@@ -102,14 +96,24 @@ def test_constant_schedule(warmup):
 )
 def test_bad_config_raises_naming_field_and_value(overrides, message):
     with pytest.raises(ValueError, match=message):
-        optimizer.make_optimizer(_train_config(**overrides), d_model=512)
+        _train_config(**overrides)
 
 
-def test_missing_required_field_is_named():
-    config = _train_config()
-    del config["learning_rate"]
-    with pytest.raises(ValueError, match=r"train\.learning_rate is required"):
-        optimizer.make_schedule(config, 512)
+def test_unknown_field_is_named():
+    with pytest.raises(ValueError, match=r"train\.learing_rate"):
+        TrainConfig.from_dict({"learing_rate": 1e-3})
+
+
+@pytest.mark.parametrize("name", ["learning_rate", "b1", "eps", "grad_clip_norm", "momentum"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_values_are_refused(name, value):
+    with pytest.raises(ValueError, match=rf"train\.{name}=.*finite"):
+        _train_config(**{name: value})
+
+
+def test_defaults_live_in_one_place():
+    """The ConfigDict every config file starts from is TrainConfig's defaults, field for field."""
+    assert TrainConfig.from_dict(defaults.train_config().to_dict()) == TrainConfig()
 
 
 def _params():

@@ -12,9 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny_configs import tiny_model, tiny_sgd
 
-from transformer_jax import defaults
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import TrainConfig
 from transformer_jax.models import build_model
 from transformer_jax.train import parallel as par
 from transformer_jax.train import step as steps
@@ -29,7 +29,7 @@ def run_case(devices: int, *args) -> dict:
         **os.environ,
         "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
         "JAX_PLATFORMS": "cpu",
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]),
     }
     out = subprocess.run(
         [sys.executable, str(CASES), *map(str, args)],
@@ -82,9 +82,8 @@ def test_checkpoint_from_8_devices_restores_on_1(eight_devices):
     ],
 )
 def test_bad_parallel_config(fields, batch_size, match):
-    train = defaults.train_config(**fields)
     with pytest.raises(ValueError, match=match):
-        par.check_parallel_config(train, batch_size, num_devices=8)
+        par.check_parallel_config(TrainConfig(**fields), batch_size, num_devices=8)
 
 
 def test_fsdp_spec_shards_largest_divisible_dimension():
@@ -95,18 +94,8 @@ def test_fsdp_spec_shards_largest_divisible_dimension():
 
 
 def _tiny_step(dtype: str):
-    cfg = ModelConfig(
-        family="decoder_only",
-        vocab_size=13,
-        d_model=16,
-        num_heads=2,
-        d_ff=32,
-        num_decoder_layers=1,
-        max_len=8,
-        dropout_rate=0.0,
-        dtype=dtype,
-    )
-    train = defaults.train_config(optimizer="sgd", schedule="constant", warmup_steps=0)
+    cfg = tiny_model("decoder_only", num_decoder_layers=1, dtype=dtype)
+    train = tiny_sgd(grad_clip_norm=1.0)
     model, optimizer = build_model(cfg), make_optimizer(train, cfg.d_model)
     targets = np.random.default_rng(0).integers(3, 13, size=(4, 8)).astype(np.int32)
     batch = {"targets": targets, "example_weights": np.ones(4, np.float32)}
@@ -131,7 +120,7 @@ def test_bfloat16_compute_keeps_float32_params_logits_and_loss():
 def test_setup_runtime_sets_compilation_cache(tmp_path):
     previous = jax.config.jax_compilation_cache_dir
     try:
-        par.setup_runtime(defaults.train_config(compilation_cache_dir=str(tmp_path)))
+        par.setup_runtime(TrainConfig(compilation_cache_dir=str(tmp_path)))
         assert jax.config.jax_compilation_cache_dir == str(tmp_path)
     finally:
         jax.config.update("jax_compilation_cache_dir", previous)

@@ -3,27 +3,25 @@
 import jax
 import numpy as np
 import pytest
+from tiny_configs import tiny_model
 
-from transformer_jax import defaults
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import TrainConfig
 from transformer_jax.models import build_model
 from transformer_jax.train import step as steps
 from transformer_jax.train.optimizer import make_optimizer
 
 
 def run_steps(mode: str, dropout_rate: float, count: int = 2):
-    cfg = ModelConfig(
-        family="decoder_only",
+    cfg = tiny_model(
+        "decoder_only",
+        {"ffn.d_ff": 64},
         vocab_size=16,
         d_model=32,
-        num_heads=2,
-        d_ff=64,
         num_decoder_layers=1,
-        max_len=8,
         dropout_rate=dropout_rate,
     )
     model = build_model(cfg)
-    train = defaults.train_config(threefry=mode, warmup_steps=0, steps=10)
+    train = TrainConfig(threefry=mode, warmup_steps=0, steps=10)
     optimizer = make_optimizer(train, cfg.d_model)
     targets = np.random.default_rng(0).integers(3, 16, (4, 8)).astype(np.int32)
     batch = {"targets": targets, "example_weights": np.ones(4, np.float32)}

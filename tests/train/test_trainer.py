@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from transformer_jax import defaults
+from transformer_jax.models.families import shift_right
 from transformer_jax.train import step as steps
 from transformer_jax.train.numerics import NonFiniteError
 from transformer_jax.train.trainer import train_and_evaluate
@@ -24,14 +25,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def tiny_config(data_dir, steps_=60, **train):
     config = defaults.base_config("copy")
-    config.model.update(
-        d_model=32,
-        num_heads=2,
-        d_ff=64,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        dropout_rate=0.1,
-    )
+    config.model.update(d_model=32, num_encoder_layers=1, num_decoder_layers=1, dropout_rate=0.1)
+    config.model.attention.num_heads = 2
+    config.model.ffn.d_ff = 64
     config.data.update(
         data_dir=str(data_dir),
         num_train=2000,
@@ -47,6 +43,15 @@ def tiny_config(data_dir, steps_=60, **train):
     return config
 
 
+def _dotted(tree: dict, prefix: str = ""):
+    """(dotted path, value) for every leaf of a nested config dict."""
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from _dotted(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
 def read_metrics(workdir):
     lines = [
         json.loads(line) for line in (Path(workdir) / "metrics.jsonl").read_text().splitlines()
@@ -58,10 +63,10 @@ def read_metrics(workdir):
 
 def test_shift_right_is_teacher_forcing():
     targets = jnp.array([[5, 6, 7, 2, 0, 0]])
-    np.testing.assert_array_equal(steps.shift_right(targets), [[1, 5, 6, 7, 0, 0]])
+    np.testing.assert_array_equal(shift_right(targets), [[1, 5, 6, 7, 0, 0]])
     packed = jnp.array([[5, 6, 2, 8, 2, 0]])
     segments = jnp.array([[1, 1, 1, 2, 2, 0]])
-    np.testing.assert_array_equal(steps.shift_right(packed, segments), [[1, 5, 6, 1, 8, 0]])
+    np.testing.assert_array_equal(shift_right(packed, segments), [[1, 5, 6, 1, 8, 0]])
 
 
 def test_trains_logs_and_summarises(tmp_path):
@@ -98,13 +103,13 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
         sys.executable,
         "-m",
         "transformer_jax.main",
-        "--config=configs/copy.py",
+        "--config=configs/algorithmic.py:copy",
         f"--workdir={workdir}",
         f"--config.data.data_dir={data_dir}",
     ]
     overrides = tiny_config(data_dir, steps_=80)
     for section in ("model", "data", "train"):
-        for key, value in overrides[section].items():
+        for key, value in _dotted(overrides[section].to_dict()):
             command.append(f"--config.{section}.{key}={value}")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
@@ -190,12 +195,12 @@ def test_no_recompilation_after_the_first_step(tmp_path, caplog):
 
 def test_bad_inputs_fail_before_compiling(tmp_path):
     config = tiny_config(tmp_path / "tfds")
-    config.model.positional = "fourier"
-    with pytest.raises(ValueError, match="model.positional='fourier'"):
+    config.model.positional.kind = "fourier"
+    with pytest.raises(ValueError, match="model.positional.kind='fourier'"):
         train_and_evaluate(config, str(tmp_path / "a"))
     config = tiny_config(tmp_path / "tfds")
-    config.model.max_len = 4
-    with pytest.raises(ValueError, match="model.max_len=4"):
+    config.model.positional.max_len = 4
+    with pytest.raises(ValueError, match="model.positional.max_len=4"):
         train_and_evaluate(config, str(tmp_path / "b"))
     config = tiny_config(tmp_path / "tfds")
     config.train.checkpoint_every = 15
@@ -211,6 +216,6 @@ def test_bad_inputs_fail_before_compiling(tmp_path):
 def test_refuses_to_resume_a_different_config(tmp_path):
     config = tiny_config(tmp_path / "tfds", steps_=20)
     train_and_evaluate(config, str(tmp_path / "run"))
-    config.model.norm = "rmsnorm"
-    with pytest.raises(ValueError, match="different config.model"):
+    config.model.norm.kind = "rmsnorm"
+    with pytest.raises(ValueError, match="different config.model .*norm.kind"):
         train_and_evaluate(config, str(tmp_path / "run"))

@@ -20,25 +20,34 @@ DIGITS = DatasetInfo(
 COPY = DatasetInfo("copy", "seq2seq", 13, 20, 21, ("test",), tokenizer=None)
 
 
-def vit_config(**model):
+def vit_config(family="vit", pooling="cls", **vit):
     config = defaults.base_config("digits")
-    config.model.update({"family": "vit", "patch_size": 2, **model})
+    config.model.update(family=family, pooling=pooling)
+    config.model.vit.update({"patch_size": 2, **vit})
     return config
 
 
 @pytest.mark.parametrize("pooling,tokens", [("cls", 17), ("mean", 16)])
 def test_image_shape_classes_and_length_come_from_the_data(pooling, tokens):
     cfg = resolve_model_config(vit_config(pooling=pooling), DIGITS)
-    assert (cfg.image_size, cfg.num_channels, cfg.num_classes) == (8, 1, 10)
-    assert cfg.num_patches == 16 and cfg.max_len == tokens
+    assert (cfg.vit.image_size, cfg.vit.num_channels, cfg.num_classes) == (8, 1, 10)
+    assert cfg.vit.num_patches == 16 and cfg.positional.max_len == tokens
 
 
 @pytest.mark.parametrize(
     "config,info,message",
     [
-        (vit_config(image_size=32), DIGITS, r"model.image_size=32 does not match.*data.image_size"),
-        (vit_config(num_channels=3), DIGITS, "model.num_channels=3 does not match"),
-        (vit_config(patch_size=3), DIGITS, "model.patch_size=3 must divide model.image_size=8"),
+        (
+            vit_config(image_size=32),
+            DIGITS,
+            r"model.vit.image_size=32 does not match.*data.image_size",
+        ),
+        (vit_config(num_channels=3), DIGITS, "model.vit.num_channels=3 does not match"),
+        (
+            vit_config(patch_size=3),
+            DIGITS,
+            "model.vit.patch_size=3 must divide model.vit.image_size=8",
+        ),
         (vit_config(family="encoder_classifier"), DIGITS, r"valid: \['vit'\]"),
         (vit_config(), COPY, r"model.family='vit' cannot train.*\['encoder_decoder'\]"),
     ],

@@ -23,8 +23,9 @@ import numpy as np
 from absl import app, flags, logging
 
 from transformer_jax.analysis.figures import new_figure, save_png
-from transformer_jax.config import POSITIONALS, ModelConfig
+from transformer_jax.config import AttentionConfig, FeedForwardConfig, ModelConfig
 from transformer_jax.data.info import NUM_SPECIAL_IDS
+from transformer_jax.layers.positional import ENCODINGS
 from transformer_jax.models import build_model
 
 DEFAULT_SENTENCE = "Amy gave Bob a book"
@@ -33,8 +34,8 @@ DEFAULT_SHUFFLED = "Bob gave Amy a book"
 RANDOM_ENCODER = ModelConfig(
     family="encoder_decoder",
     d_model=64,
-    num_heads=4,
-    d_ff=128,
+    attention=AttentionConfig(num_heads=4),
+    ffn=FeedForwardConfig(d_ff=128),
     num_encoder_layers=2,
     num_decoder_layers=1,
     dropout_rate=0.0,
@@ -108,22 +109,23 @@ def amy(
     `variables` must fit both (sinusoidal, rotary, alibi and none have no parameters; a learned
     table is present and simply unused without positions).
     """
-    if positional == "none" or positional not in POSITIONALS:
-        valid = [p for p in POSITIONALS if p != "none"]
+    if positional == "none" or positional not in ENCODINGS:
+        valid = [p for p in ENCODINGS if p != "none"]
         raise ValueError(f"--positional={positional!r} is not valid; choose one of {valid}")
     if model_config.family != "encoder_decoder":
         raise ValueError(
             f"model.family={model_config.family!r} is not valid here; the Amy demonstration "
             "needs a bidirectional encoder: ['encoder_decoder']"
         )
-    if len(words) > model_config.max_len:
+    max_len = model_config.positional.max_len
+    if len(words) > max_len:
         raise ValueError(
-            f"--sentence has {len(words)} tokens, more than model.max_len={model_config.max_len}"
+            f"--sentence has {len(words)} tokens, more than model.positional.max_len={max_len}"
         )
     perm = permutation(words, shuffled)
     outputs, difference = {}, {}
     for kind in ("none", positional):
-        model = build_model(model_config.replace(positional=kind))
+        model = build_model(model_config.override({"positional.kind": kind}))
         y_TD = encoder_outputs(model, variables, ids_T)
         y_shuffled_TD = encoder_outputs(model, variables, ids_T[perm])
         # Word perm[j] sits at j in the shuffled sentence: compare y[perm[j]] with y_shuffled[j].
@@ -137,8 +139,12 @@ def amy(
 def random_encoder(words: list[str], positional: str, seed: int = 0):
     """Token ids of `words` in their own vocabulary, a random encoder config and its weights."""
     vocab = word_vocabulary(words)
-    config = RANDOM_ENCODER.replace(
-        vocab_size=NUM_SPECIAL_IDS + len(vocab), max_len=max(len(words), 2), positional=positional
+    config = RANDOM_ENCODER.override(
+        {
+            "vocab_size": NUM_SPECIAL_IDS + len(vocab),
+            "positional.max_len": max(len(words), 2),
+            "positional.kind": positional,
+        }
     )
     ids_T = np.asarray([vocab[w] for w in words], np.int32)
     model = build_model(config)
@@ -257,7 +263,7 @@ def _define_flags():
     flags.DEFINE_enum(
         "positional",
         "sinusoidal",
-        [p for p in POSITIONALS if p != "none"],
+        [p for p in ENCODINGS if p != "none"],
         "The positional encoding to compare against none.",
     )
     flags.DEFINE_string("workdir", None, "A trained encoder-decoder run; default: random weights.")

@@ -13,24 +13,22 @@ tokens.
 
 What the decoder reads, for encoder-decoder runs: the target shifted right behind BOS (teacher
 forcing, exactly as in training) when --target is given; otherwise the model's own greedy
-decode, when `transformer_jax.decoding` is available. Decoder-only runs read BOS then --input.
+decode. Decoder-only runs read BOS then --input.
 """
 
 import dataclasses
-import importlib.util
 import re
 
 import jax
 import numpy as np
 from absl import app, flags, logging
 
+from transformer_jax import decoding
 from transformer_jax.analysis import tokens
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.data.info import EOS_ID
+from transformer_jax.models.families import FAMILIES, family_of, shift_right
 from transformer_jax.train.restore import load_run
-from transformer_jax.train.step import model_inputs, shift_right
-
-TEXT_FAMILIES = ("encoder_decoder", "decoder_only", "encoder_classifier")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,32 +71,35 @@ def model_batch(run, input_text: str, target_text: str | None) -> tuple[dict, li
     then EOS. decoder_only: targets = the --input ids then EOS, so the model reads BOS + input.
     encoder_classifier: inputs = the --input ids.
     """
-    family = run.model_config.family
-    if family not in TEXT_FAMILIES:
+    family = family_of(run.model_config)
+    if family.reads_images:
+        text_families = [name for name in FAMILIES if not FAMILIES[name].reads_images]
         raise ValueError(
-            f"model.family={family!r} of the run is not valid here; attention_maps reads text "
-            f"inputs: {list(TEXT_FAMILIES)}"
+            f"model.family={family.name!r} of the run is not valid here; attention_maps reads "
+            f"text inputs: {text_families}"
         )
     tokenizer = run.info.tokenizer
     input_ids = tokens.encode(tokenizer, input_text, "input")
-    limit = run.model_config.max_len - (1 if family != "encoder_decoder" else 0)
+    max_len = run.model_config.positional.max_len
+    # The class token, or BOS before a prompt, takes one position.
+    limit = max_len - (1 if family.decodes != "source" else 0)
     if len(input_ids) > limit:
         raise ValueError(
             f"--input has {len(input_ids)} tokens; this model reads at most {limit} "
-            f"(model.max_len={run.model_config.max_len})"
+            f"(model.positional.max_len={max_len})"
         )
-    if family == "encoder_classifier":
+    if family.classifier:
         return {"inputs": as_batch(input_ids)}, input_ids
-    if family == "decoder_only":
+    if family.decodes == "prompt":
         return {"targets": as_batch(input_ids + [EOS_ID])}, input_ids
     if target_text is not None:
         target_ids = tokens.encode(tokenizer, target_text, "target")
     else:
         target_ids = greedy_target(run, input_ids)
-    if len(target_ids) + 1 > run.model_config.max_len:
+    if len(target_ids) + 1 > max_len:
         raise ValueError(
             f"--target has {len(target_ids)} tokens; with EOS this model reads at most "
-            f"{run.model_config.max_len - 1}"
+            f"{max_len - 1}"
         )
     batch = {"inputs": as_batch(input_ids), "targets": as_batch(target_ids + [EOS_ID])}
     return batch, input_ids
@@ -106,30 +107,23 @@ def model_batch(run, input_text: str, target_text: str | None) -> tuple[dict, li
 
 def greedy_target(run, input_ids: list[int]) -> list[int]:
     """The model's greedy output for `input_ids` (through `transformer_jax.decoding`), no EOS."""
-    if importlib.util.find_spec("transformer_jax.decoding") is None:
-        raise ValueError(
-            "--target is required for encoder-decoder runs: transformer_jax.decoding, which "
-            "would decode the output greedily, is not available"
-        )
-    from transformer_jax import decoding
-
     tokens_N = np.asarray(decoding.generate(run.model, run.variables, as_batch(input_ids)))[0]
     output = [t for t in tokens_N.tolist() if t]
     if EOS_ID in output:
         return output[: output.index(EOS_ID)]
     # No EOS before the length limit: the decoder read BOS and all but the last token.
-    return output[: run.model_config.max_len - 1]
+    return output[: run.model_config.positional.max_len - 1]
 
 
 def attention_maps(run, input_text: str, target_text: str | None = None) -> list[AttentionMap]:
     """Every attention map of `run` on one input, in encoder -> decoder, layer order."""
     batch, input_ids = model_batch(run, input_text, target_text)
-    family = run.model_config.family
+    family = family_of(run.model_config)
     tokenizer = run.info.tokenizer
-    args, kwargs = model_inputs(family, batch)
+    args, kwargs = family.inputs(batch)
     weights = collect_attention(run.model, run.variables, args, kwargs)
     source_labels = tokens.labels(tokenizer, input_ids)
-    if family == "encoder_classifier" and run.model_config.pooling == "cls":
+    if family.classifier and run.model_config.pooling == "cls":
         source_labels = ["<cls>"] + source_labels
     decoder_labels = []
     if "targets" in batch:
@@ -210,7 +204,7 @@ def main(argv):
     decoder = next((m for m in maps if m.name.startswith("decoder")), None)
     if decoder is not None:
         source = "teacher-forced --target" if f.target is not None else "greedy decode"
-        if run.model_config.family == "decoder_only":
+        if family_of(run.model_config).decodes == "prompt":
             source = "BOS + --input"
         print(f"decoder reads ({source}): {' '.join(decoder.query_labels)}")
     print(report(maps))

@@ -13,7 +13,7 @@ from absl import app, flags, logging
 
 from transformer_jax import data
 from transformer_jax.analysis.figures import new_figure, save_png
-from transformer_jax.config import CLASSIFIERS
+from transformer_jax.models.families import FAMILIES, family_of
 from transformer_jax.train.restore import LoadedRun, load_run
 from transformer_jax.train.step import forward
 
@@ -31,10 +31,11 @@ def confusion_matrix(
 
 def predict(run: LoadedRun, split: str) -> tuple[np.ndarray, np.ndarray]:
     """(labels, predicted labels) over the real examples of `split`, each int [N]."""
-    family = run.model_config.family
-    if family not in CLASSIFIERS:
+    if not family_of(run.model_config).classifier:
+        classifiers = [name for name in FAMILIES if FAMILIES[name].classifier]
         raise ValueError(
-            f"model.family={family!r} of the run is not a classifier; valid: {list(CLASSIFIERS)}"
+            f"model.family={run.model_config.family!r} of the run is not a classifier; "
+            f"valid: {classifiers}"
         )
     valid_splits = ("train",) + run.info.eval_splits
     if split not in valid_splits:

@@ -19,8 +19,8 @@ from absl import app, flags, logging
 from transformer_jax.analysis import tokens
 from transformer_jax.analysis.attention_maps import model_batch
 from transformer_jax.analysis.figures import new_figure, save_png
+from transformer_jax.models.families import family_of, shift_right
 from transformer_jax.train.restore import load_run
-from transformer_jax.train.step import model_inputs, shift_right
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,16 +49,17 @@ def collect_ponder(model, variables, args, kwargs) -> dict[str, tuple[np.ndarray
 def ponder_maps(run, input_text: str, target_text: str | None = None) -> list[PonderMap]:
     """The ponder steps of every ACT stack of `run` on one input, encoder first."""
     cfg = run.model_config
-    if not (cfg.universal and cfg.act):
+    if cfg.universal is None or not cfg.universal.act:
         raise ValueError(
-            f"the run has model.universal={cfg.universal}, model.act={cfg.act}; ponder maps "
-            "need a Universal Transformer with ACT (universal=True, act=True)"
+            f"the run has model.universal={cfg.universal}; ponder maps need a Universal "
+            "Transformer with ACT (model.universal.enabled=True, model.universal.act=True)"
         )
     batch, input_ids = model_batch(run, input_text, target_text)
-    args, kwargs = model_inputs(cfg.family, batch)
+    family = family_of(cfg)
+    args, kwargs = family.inputs(batch)
     found = collect_ponder(run.model, run.variables, args, kwargs)
     source_labels = tokens.labels(run.info.tokenizer, input_ids)
-    if cfg.family == "encoder_classifier" and cfg.pooling == "cls":
+    if family.classifier and cfg.pooling == "cls":
         source_labels = ["<cls>"] + source_labels
     maps = []
     for name in sorted(found, key=lambda n: n != "encoder"):
@@ -113,7 +114,7 @@ def main(argv):
     maps = ponder_maps(run, f.input, f.target)
     print(report(maps))
     cfg = run.model_config
-    max_steps = cfg.ut_steps or max(cfg.num_encoder_layers, cfg.num_decoder_layers)
+    max_steps = cfg.universal.num_steps(max(cfg.num_encoder_layers, cfg.num_decoder_layers))
     title = f"{f.workdir} (step {int(run.state.step)}): input {f.input!r}"
     print(f"wrote {plot(maps, f.out, max_steps, title)}")
 

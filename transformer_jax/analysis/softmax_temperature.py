@@ -27,7 +27,7 @@ from transformer_jax.layers.attention import attention_logits, attention_weights
 
 SLIDE_SCORES = (3.9, 3.2, 1.0, 0.3, 1.1)  # NCCU slide 32.
 SLIDE_TAU = math.sqrt(5.0)  # NCCU slide 33.
-SCALINGS = ("none", "sqrt_dk")  # The names of `ModelConfig.attention_scale`.
+SCALINGS = ("none", "sqrt_dk")  # Values of `model.attention.scale`.
 
 
 def softmax_with_temperature(scores, tau: float = 1.0) -> np.ndarray:

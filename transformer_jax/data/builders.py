@@ -145,7 +145,7 @@ def text_file_config(path: Path, content: bytes, validation_fraction: float) -> 
     )
 
 
-def split_text(text: str, validation_fraction: float) -> dict[str, str]:
+def train_validation_split(text: str, validation_fraction: float) -> dict[str, str]:
     """Character split: the first (1 - fraction) of the text is train, the rest validation."""
     cut = int(len(text) * (1.0 - validation_fraction))
     return {"train": text[:cut], "validation": text[cut:]}
@@ -185,7 +185,7 @@ class LocalTextFile(_OfflineBuilder, skip_registration=True):
 
     def _split_generators(self, dl_manager):
         del dl_manager  # Nothing to download.
-        parts = split_text(self._read_text(), self.builder_config.validation_fraction)
+        parts = train_validation_split(self._read_text(), self.builder_config.validation_fraction)
         return {name: self._generate_examples(text) for name, text in parts.items()}
 
     def _generate_examples(self, text: str):

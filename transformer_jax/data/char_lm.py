@@ -19,7 +19,7 @@ from transformer_jax.data import builders, pipeline
 from transformer_jax.data.batching import Batch, add_example_weights, pad, rows_to_batches
 from transformer_jax.data.checks import require, require_at_least
 from transformer_jax.data.info import EOS_ID, DatasetInfo
-from transformer_jax.data.sources import open_split, split_text
+from transformer_jax.data.sources import concatenated_text, open_split
 from transformer_jax.data.tokenizers import CharTokenizer
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
@@ -70,7 +70,7 @@ class CharStreamData:
         )
 
     def _text(self, split: str) -> str:
-        return split_text(open_split(self.tfds_name, split, self._data_dir))
+        return concatenated_text(open_split(self.tfds_name, split, self._data_dir))
 
     def _train_windows(self, tokens: np.ndarray, starts: np.ndarray) -> Batch:
         cols = np.arange(self._seq_len)
@@ -146,7 +146,7 @@ def text_file_data(cfg: ml_collections.ConfigDict) -> CharStreamData:
     fraction = cfg.validation_fraction
     require(0.0 < fraction < 1.0, "validation_fraction", fraction, "a number in (0, 1)")
     path, content, text = _read_text_file(cfg.path)
-    sizes = {k: len(v) for k, v in builders.split_text(text, fraction).items()}
+    sizes = {k: len(v) for k, v in builders.train_validation_split(text, fraction).items()}
     require(
         min(sizes.values()) > 0,
         "path",
@@ -173,7 +173,7 @@ def text_file_data(cfg: ml_collections.ConfigDict) -> CharStreamData:
 def tiny_shakespeare_data(cfg: ml_collections.ConfigDict) -> CharStreamData:
     """tiny_shakespeare from the TFDS catalog (must be prepared); characters of all splits."""
     texts = {
-        s: split_text(open_split("tiny_shakespeare", s, cfg.data_dir))
+        s: concatenated_text(open_split("tiny_shakespeare", s, cfg.data_dir))
         for s in ("train", "validation", "test")
     }
     _check_seq_len(cfg, len(texts["train"]))

@@ -8,7 +8,7 @@ import ml_collections
 from transformer_jax.data.algorithmic_data import AlgorithmicData
 from transformer_jax.data.char_lm import text_file_data, tiny_shakespeare_data
 from transformer_jax.data.image_data import catalog_image_data, digits_data
-from transformer_jax.data.wordpiece_data import Lm1bData, TranslationData
+from transformer_jax.data.sentencepiece_data import Lm1bData, TranslationData
 
 DEFAULT_DATA_DIR = "~/tensorflow_datasets"
 

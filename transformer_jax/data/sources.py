@@ -28,6 +28,6 @@ def as_text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def split_text(source: Sequence[dict[str, Any]], key: str = "text") -> str:
+def concatenated_text(source: Sequence[dict[str, Any]], key: str = "text") -> str:
     """Concatenation of the `key` text of every example, in index order."""
     return "".join(as_text(source[i][key]) for i in range(len(source)))

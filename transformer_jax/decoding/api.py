@@ -9,14 +9,14 @@ import jax.numpy as jnp
 from transformer_jax.config import ModelConfig
 from transformer_jax.decoding import search
 from transformer_jax.decoding.beam import beam_search
-from transformer_jax.decoding.steps import cached_step, check_decodable
+from transformer_jax.decoding.steps import cached_step
+from transformer_jax.layers.positional import ENCODINGS
+from transformer_jax.models.families import check_decodable
 
 STRATEGIES = ("greedy", "sample", "beam")
 # Default output length: input length + 50 (the GNMT/tensor2tensor decoding limit). For a
 # language model the "input" is the prompt, so the default is 50 new tokens after it.
 EXTRA_LENGTH = 50
-# Positional encodings that look positions up in a table of model.max_len rows.
-_TABLE_POSITIONALS = ("sinusoidal", "learned")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,30 +56,32 @@ class DecodeConfig:
 def resolve_max_new_tokens(model_config: ModelConfig, config: DecodeConfig, input_len: int) -> int:
     """How many tokens to generate after an input (source or prompt) of `input_len` tokens.
 
-    Sinusoidal and learned positions exist only below model.max_len, so the decoder's last
-    position (prompt + new tokens - 1) must stay below it: the default is capped there, an
-    explicit longer request is an error.
+    Encodings that look positions up in a table (`limited_to_table`: sinusoidal, learned) exist
+    only below model.positional.max_len, so the decoder's last position (prompt + new tokens - 1)
+    must stay below it: the default is capped there, an explicit longer request is an error.
     """
-    family = model_config.family
-    prompt_len = input_len if family == "decoder_only" else 0
+    prompted = check_decodable(model_config).decodes == "prompt"
+    prompt_len = input_len if prompted else 0
+    positional = model_config.positional
     limit = None
-    if model_config.positional in _TABLE_POSITIONALS:
-        limit = model_config.max_len - prompt_len
+    if ENCODINGS[positional.kind].limited_to_table:
+        limit = positional.max_len - prompt_len
         if limit < 1:
             raise ValueError(
-                f"the prompt has {prompt_len} tokens, which leaves no room below model.max_len="
-                f"{model_config.max_len} ({model_config.positional} positions); shorten it"
+                f"the prompt has {prompt_len} tokens, which leaves no room below "
+                f"model.positional.max_len={positional.max_len} ({positional.kind} positions); "
+                "shorten it"
             )
     if config.max_new_tokens:
         if limit is not None and config.max_new_tokens > limit:
             raise ValueError(
-                f"max_new_tokens={config.max_new_tokens} goes past model.max_len="
-                f"{model_config.max_len} ({model_config.positional} positions"
+                f"max_new_tokens={config.max_new_tokens} goes past model.positional.max_len="
+                f"{positional.max_len} ({positional.kind} positions"
                 f"{f', after a {prompt_len}-token prompt' if prompt_len else ''}); "
                 f"valid: 1 .. {limit}"
             )
         return config.max_new_tokens
-    default = EXTRA_LENGTH if family == "decoder_only" else input_len + EXTRA_LENGTH
+    default = EXTRA_LENGTH if prompted else input_len + EXTRA_LENGTH
     return default if limit is None else min(default, limit)
 
 
@@ -87,11 +89,11 @@ def make_generate_fn(model, config: DecodeConfig, input_shape: tuple[int, int]):
     """A jitted `fn(variables, inputs_BS, rng) -> tokens` for inputs of one shape.
 
     `inputs_BS` is the source (encoder-decoder) or the right-padded prompt (decoder-only).
-    Tokens are (B, N) outputs for an encoder-decoder and (B, P + N) prompt and continuation for
+    Tokens are (B, O) outputs for an encoder-decoder and (B, P + O) prompt and continuation for
     a decoder-only model, through EOS, then 0. Everything is checked here, before compiling.
     """
     model_config = model.config
-    check_decodable(model_config.family)
+    check_decodable(model_config)
     if config.top_k > model_config.vocab_size:
         raise ValueError(
             f"top_k={config.top_k} exceeds model.vocab_size={model_config.vocab_size}; "
@@ -114,16 +116,16 @@ def generate(model, variables, inputs_BS, config: DecodeConfig = DecodeConfig(),
 
 def _generate(variables, inputs_BS, rng, *, model, config: DecodeConfig, max_new_tokens: int):
     batch = inputs_BS.shape[0]
-    if model.config.family == "encoder_decoder":
+    if check_decodable(model.config).decodes == "source":
         source_BS, prompt_BP = inputs_BS, jnp.zeros((batch, 0), jnp.int32)
     else:
         source_BS, prompt_BP = None, inputs_BS
     length = prompt_BP.shape[1] + max_new_tokens
     if config.strategy == "beam":
         beams = config.beam_size
-        source_NS = None if source_BS is None else jnp.repeat(source_BS, beams, axis=0)
+        source_RS = None if source_BS is None else jnp.repeat(source_BS, beams, axis=0)
         step, cache = cached_step(
-            model, variables, batch_size=batch * beams, length=length, inputs_BS=source_NS
+            model, variables, batch_size=batch * beams, length=length, inputs_BS=source_RS
         )
         tokens, _ = beam_search(
             step,

@@ -58,7 +58,7 @@ def sample(logits_BV, rng, *, temperature: float = 1.0, top_k: int = 0, top_p: f
 
 
 def initial_sequence(prompt_BP, max_new_tokens: int):
-    """The decoder-input buffer BOS, prompt, zeros -> (B, P + N + 1) int32, and the prompt
+    """The decoder-input buffer BOS, prompt, zeros -> (B, P + O + 1) int32, and the prompt
     lengths (B,) (non-zero tokens of the right-padded prompt)."""
     batch, prompt_len = prompt_BP.shape
     seq_BL = jnp.zeros((batch, prompt_len + max_new_tokens + 1), jnp.int32).at[:, 0].set(BOS_ID)
@@ -69,14 +69,14 @@ def initial_sequence(prompt_BP, max_new_tokens: int):
 def left_to_right(
     step: StepFn, cache, prompt_BP, *, max_new_tokens: int, choose=greedy, rng=None
 ) -> jnp.ndarray:
-    """Decodes BOS, prompt, then up to `max_new_tokens` chosen tokens. -> (B, P + N) int32.
+    """Decodes BOS, prompt, then up to `max_new_tokens` chosen tokens. -> (B, P + O) int32.
 
     `prompt_BP` is right-padded with 0 (P may be 0, as for an encoder-decoder); a row's prompt
     tokens are fed as they are (teacher forcing), so prompts of different lengths decode in one
     batch. `choose(logits_BV, rng) -> (B,)` picks each new token (`greedy`, or `sample` with its
     options bound); step k uses fold_in(rng, k). The result holds the prompt, the generated
     tokens through EOS, then 0; PAD and BOS are never chosen. `step` and `cache` must hold
-    P + N positions.
+    P + O positions.
     """
     batch, prompt_len = prompt_BP.shape
     length = prompt_len + max_new_tokens

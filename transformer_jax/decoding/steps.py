@@ -12,17 +12,10 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from transformer_jax.models.families import check_decodable
+
 # (cache, ids_B) -> (logits_BV float32, cache): one decoder position for every row.
 StepFn = Callable[[Any, jnp.ndarray], tuple[jnp.ndarray, Any]]
-
-DECODABLE = ("encoder_decoder", "decoder_only")
-
-
-def check_decodable(family: str):
-    if family not in DECODABLE:
-        raise ValueError(
-            f"model.family={family!r} does not generate sequences; valid: {list(DECODABLE)}"
-        )
 
 
 def cached_step(model, variables, *, batch_size: int, length: int, inputs_BS=None):
@@ -33,9 +26,9 @@ def cached_step(model, variables, *, batch_size: int, length: int, inputs_BS=Non
     cross-attention keys and values are projected once, when the cache is created. Each step
     then costs one token's worth of projections plus attention over the cache.
     """
-    check_decodable(model.config.family)
+    family = check_decodable(model.config)
     model = model.clone(use_cache=True)
-    if model.config.family == "encoder_decoder":
+    if family.decodes == "source":
         memory_BSD, memory_valid_BS = model.apply(variables, inputs_BS, method="encode")
         extra_args, method = (memory_BSD, memory_valid_BS), "decode"
     else:
@@ -62,8 +55,7 @@ def full_forward_step(model, variables, *, batch_size: int, length: int, inputs_
     step's shape never changes; causal masking makes the logits at position k those of the
     prefix. The "cache" is (k, buffer). Quadratically more work than `cached_step`.
     """
-    check_decodable(model.config.family)
-    encoder_decoder = model.config.family == "encoder_decoder"
+    encoder_decoder = check_decodable(model.config).decodes == "source"
 
     def step(state, ids_B):
         k, buffer_BL = state

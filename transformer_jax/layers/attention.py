@@ -10,8 +10,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from transformer_jax.config import ModelConfig
+from transformer_jax.config.model import AttentionConfig, PositionalConfig
 from transformer_jax.layers import positional
+from transformer_jax.registry import Registry
 
 # Finite, so that a fully masked row (a padding query) gives a uniform average, not NaN.
 _MASKED = float(jnp.finfo(jnp.float32).min)
@@ -114,6 +115,9 @@ def _block(x, start: int, end: int):
     return x[..., rows, :end]
 
 
+IMPLS = ("auto", "einsum", "jax")
+
+
 def resolve_impl(impl: str) -> str:
     """`attention_impl="auto"`: the einsum path on CPUs, where it trains 7% faster than XLA's
     generic `jax.nn.dot_product_attention`, 18% with causal blocks (benchmarks/switch_costs.py), and
@@ -121,6 +125,27 @@ def resolve_impl(impl: str) -> str:
     if impl == "auto":
         return "einsum" if jax.default_backend() == "cpu" else "jax"
     return impl
+
+
+# model.attention.scale -> the logit multiplier, from the module (which holds any parameter),
+# its config and the head dimension d_k (NCCU slides 31-33).
+SCALES: Registry = Registry("model.attention.scale")
+SCALES.add("sqrt_dk", lambda module, config, head_dim: 1.0 / math.sqrt(head_dim))
+SCALES.add("none", lambda module, config, head_dim: 1.0)
+SCALES.add("constant", lambda module, config, head_dim: 1.0 / float(config.temperature))
+
+
+@SCALES.register("learned")
+def _learned_scale(module: nn.Module, config: AttentionConfig, head_dim: int):
+    """1/tau_h, a learned temperature per head, log-parametrised so it stays positive;
+    starts at sqrt(d_k)."""
+    log_tau_N = module.param(
+        "log_temperature",
+        nn.initializers.constant(0.5 * math.log(head_dim)),
+        (config.num_heads,),
+        jnp.float32,
+    )
+    return jnp.exp(-log_tau_N)
 
 
 def _per_head(scale) -> jnp.ndarray:
@@ -148,7 +173,9 @@ class MultiHeadAttention(nn.Module):
     later cross-attention calls read the stored ones and ignore `x_kv_BSD`.
     """
 
-    config: ModelConfig
+    config: AttentionConfig
+    positional: PositionalConfig = PositionalConfig()  # rotary rotates self-attention q and k
+    dtype: str = "float32"  # compute dtype; the softmax stays float32
     self_attention: bool = True
     use_cache: bool = False
     # The mask hides every key after its query by index (a causal stack's self-attention): the
@@ -175,17 +202,18 @@ class MultiHeadAttention(nn.Module):
         and `mask` / `bias` cover the whole cache, (B, 1|N, T, L).
         """
         cfg = self.config
-        q_BTNH = self._dense(cfg.num_heads, "query")(x_q_BTD)
-        if self.self_attention and cfg.positional == "rotary":
-            q_BTNH = positional.apply_rotary(q_BTNH, q_pos_BT, cfg.rotary_base)
-        k_BSKH, v_BSKH = self._keys_values(x_kv_BSD, k_pos_BS, cache_index)
+        head_dim = x_q_BTD.shape[-1] // cfg.num_heads
+        q_BTNH = self._dense(cfg.num_heads, head_dim, "query")(x_q_BTD)
+        if self.self_attention:
+            q_BTNH = positional.encoding(self.positional).rotate(q_BTNH, q_pos_BT)
+        k_BSKH, v_BSKH = self._keys_values(x_kv_BSD, head_dim, k_pos_BS, cache_index)
 
-        scale = self._scale()
+        scale = SCALES[cfg.scale](self, cfg, head_dim)
         wants_weights = self.is_mutable_collection("intermediates") or (
             self.is_mutable_collection("diagnostics")
         )
-        attention_dropout = train and cfg.attention_dropout_rate > 0
-        einsum = resolve_impl(cfg.attention_impl) == "einsum"
+        attention_dropout = train and cfg.dropout_rate > 0
+        einsum = resolve_impl(cfg.impl) == "einsum"
         if einsum and self.causal and not (wants_weights or attention_dropout or self.use_cache):
             out_BTNH = causal_blocked_attention(
                 q_BTNH, k_BSKH, v_BSKH, scale=scale, mask=mask, bias=bias
@@ -195,7 +223,7 @@ class MultiHeadAttention(nn.Module):
             probs_BNTS = attention_weights(logits_BNTS, mask=mask, bias=bias)
             if wants_weights:
                 self._record(logits_BNTS, probs_BNTS, mask)
-            probs_BNTS = nn.Dropout(cfg.attention_dropout_rate)(probs_BNTS, deterministic=not train)
+            probs_BNTS = nn.Dropout(cfg.dropout_rate)(probs_BNTS, deterministic=not train)
             out_BTNH = combine_values(probs_BNTS, v_BSKH)
         else:
             out_BTNH = dot_product_attention(
@@ -204,33 +232,32 @@ class MultiHeadAttention(nn.Module):
         return nn.DenseGeneral(
             x_q_BTD.shape[-1],
             axis=(-2, -1),
-            dtype=jnp.dtype(cfg.dtype),
+            dtype=jnp.dtype(self.dtype),
             param_dtype=jnp.float32,
             name="out",
         )(out_BTNH)
 
-    def _dense(self, heads: int, name: str) -> nn.DenseGeneral:
+    def _dense(self, heads: int, head_dim: int, name: str) -> nn.DenseGeneral:
         """A projection D -> (heads, H), the W_q / W_k / W_v of every head at once."""
-        cfg = self.config
         return nn.DenseGeneral(
-            (heads, cfg.head_dim),
-            dtype=jnp.dtype(cfg.dtype),
+            (heads, head_dim),
+            dtype=jnp.dtype(self.dtype),
             param_dtype=jnp.float32,
             name=name,
         )
 
-    def _keys_values(self, x_kv_BSD, k_pos_BS, cache_index):
+    def _keys_values(self, x_kv_BSD, head_dim, k_pos_BS, cache_index):
         """Keys and values (B, S, K, H); with `use_cache`, the whole cache (B, L, K, H)."""
         cfg = self.config
         cached = self.use_cache and self.has_variable("cache", "cached_key")
         if cached and not self.self_attention:  # Projected once, when the cache was created.
             cache = self.variables["cache"]
             return cache["cached_key"], cache["cached_value"]
-        k_BSKH = self._dense(cfg.kv_heads, "key")(x_kv_BSD)
-        v_BSKH = self._dense(cfg.kv_heads, "value")(x_kv_BSD)
-        if self.self_attention and cfg.positional == "rotary":
+        k_BSKH = self._dense(cfg.kv_heads, head_dim, "key")(x_kv_BSD)
+        v_BSKH = self._dense(cfg.kv_heads, head_dim, "value")(x_kv_BSD)
+        if self.self_attention:
             # Rotated before caching: a key's rotation depends only on its own position.
-            k_BSKH = positional.apply_rotary(k_BSKH, k_pos_BS, cfg.rotary_base)
+            k_BSKH = positional.encoding(self.positional).rotate(k_BSKH, k_pos_BS)
         if not self.use_cache:
             return k_BSKH, v_BSKH
         initial = jnp.zeros_like if self.self_attention else (lambda x: x)
@@ -242,27 +269,6 @@ class MultiHeadAttention(nn.Module):
         keys.value = jax.lax.dynamic_update_slice(keys.value, k_BSKH, start)
         values.value = jax.lax.dynamic_update_slice(values.value, v_BSKH, start)
         return keys.value, values.value
-
-    def _scale(self):
-        """The logit multiplier for the configured `attention_scale` (NCCU slides 31-33)."""
-        cfg = self.config
-        match cfg.attention_scale:
-            case "sqrt_dk":
-                return 1.0 / math.sqrt(cfg.head_dim)
-            case "none":
-                return 1.0
-            case "constant":
-                return 1.0 / float(cfg.attention_temperature)
-            case "learned":
-                # log-parametrised so the temperature stays positive; starts at sqrt(d_k).
-                log_tau_N = self.param(
-                    "log_temperature",
-                    nn.initializers.constant(0.5 * math.log(cfg.head_dim)),
-                    (cfg.num_heads,),
-                    jnp.float32,
-                )
-                return jnp.exp(-log_tau_N)
-        raise ValueError(f"unknown attention_scale {cfg.attention_scale!r}")
 
     def _record(self, logits_BNTS, probs_BNTS, mask):
         self.sow("intermediates", "attention_weights", probs_BNTS)

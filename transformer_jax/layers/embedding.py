@@ -5,7 +5,12 @@ import math
 import flax.linen as nn
 import jax.numpy as jnp
 
-from transformer_jax.config import ModelConfig
+
+def token_embedding(config, name: str | None = None) -> "TokenEmbedding":
+    """The token table of a `ModelConfig`."""
+    return TokenEmbedding(
+        config.vocab_size, config.d_model, config.embeddings.scale, config.dtype, name=name
+    )
 
 
 class TokenEmbedding(nn.Module):
@@ -15,22 +20,24 @@ class TokenEmbedding(nn.Module):
     embeddings have unit variance, comparable to the sinusoidal signal added to them.
     """
 
-    config: ModelConfig
+    vocab_size: int
+    d_model: int
+    scale: bool = True  # model.embeddings.scale
+    dtype: str = "float32"
 
     def setup(self):
-        cfg = self.config
         self.table = nn.Embed(
-            cfg.vocab_size,
-            cfg.d_model,
-            embedding_init=nn.initializers.normal(stddev=cfg.d_model**-0.5),
+            self.vocab_size,
+            self.d_model,
+            embedding_init=nn.initializers.normal(stddev=self.d_model**-0.5),
             param_dtype=jnp.float32,
             name="table",
         )
 
     def encode(self, ids_BT):
-        x_BTD = self.table(ids_BT).astype(jnp.dtype(self.config.dtype))
-        if self.config.scale_embeddings:
-            x_BTD = x_BTD * math.sqrt(self.config.d_model)
+        x_BTD = self.table(ids_BT).astype(jnp.dtype(self.dtype))
+        if self.scale:
+            x_BTD = x_BTD * math.sqrt(self.d_model)
         return x_BTD
 
     def decode(self, x_BTD):
@@ -40,8 +47,8 @@ class TokenEmbedding(nn.Module):
 class OutputProjection(nn.Module):
     """An untied output layer: (B, T, D) -> (B, T, V) logits in float32."""
 
-    config: ModelConfig
+    vocab_size: int
 
     @nn.compact
     def __call__(self, x_BTD):
-        return nn.Dense(self.config.vocab_size, dtype=jnp.float32, name="logits")(x_BTD)
+        return nn.Dense(self.vocab_size, dtype=jnp.float32, name="logits")(x_BTD)

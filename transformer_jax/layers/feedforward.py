@@ -1,33 +1,47 @@
-"""Position-wise feed-forward network (Vaswani §3.3; NTHU slide 40)."""
+"""Position-wise feed-forward network (Vaswani §3.3; NTHU slide 40).
+
+`ACTIVATIONS` maps `model.ffn.activation` to (function, gated): a plain activation computes
+W_2 act(W_1 x); a gated one (GLU variants, Shazeer 2020) W_2 (act(W_1 x) * W_3 x). A new
+activation is one registered entry here.
+"""
+
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax.numpy as jnp
 
-from transformer_jax.config import ModelConfig
+from transformer_jax.config.model import FeedForwardConfig
+from transformer_jax.registry import Registry
+
+
+class Activation(NamedTuple):
+    fn: object  # elementwise jnp function
+    gated: bool  # multiply by a second projection W_3 x (a GLU variant)
+
+
+ACTIVATIONS: Registry[Activation] = Registry("model.ffn.activation")
+ACTIVATIONS.add("relu", Activation(nn.relu, gated=False))
+ACTIVATIONS.add("gelu", Activation(nn.gelu, gated=False))
+ACTIVATIONS.add("swiglu", Activation(nn.silu, gated=True))
 
 
 class FeedForward(nn.Module):
-    """relu / gelu: W_2 act(W_1 x). swiglu: W_2 (silu(W_1 x) * W_3 x) (Shazeer 2020).
+    """(B, T, D) -> (B, T, D) through a hidden width of d_ff."""
 
-    (B, T, D) -> (B, T, D) through a hidden width of d_ff.
-    """
-
-    config: ModelConfig
+    config: FeedForwardConfig
+    dtype: str = "float32"
 
     @nn.compact
     def __call__(self, x_BTD, *, train: bool = False):
         del train
-        cfg = self.config
-        dense = lambda features, name: nn.Dense(  # noqa: E731
-            features, dtype=jnp.dtype(cfg.dtype), param_dtype=jnp.float32, name=name
-        )
-        match cfg.activation:
-            case "relu":
-                h_BTF = nn.relu(dense(cfg.d_ff, "wi")(x_BTD))
-            case "gelu":
-                h_BTF = nn.gelu(dense(cfg.d_ff, "wi")(x_BTD))
-            case "swiglu":
-                h_BTF = nn.silu(dense(cfg.d_ff, "wi")(x_BTD)) * dense(cfg.d_ff, "wg")(x_BTD)
-            case _:
-                raise ValueError(f"model.activation={cfg.activation!r} is not valid")
+        activation = ACTIVATIONS[self.config.activation]
+
+        def dense(features, name):
+            return nn.Dense(
+                features, dtype=jnp.dtype(self.dtype), param_dtype=jnp.float32, name=name
+            )
+
+        h_BTF = activation.fn(dense(self.config.d_ff, "wi")(x_BTD))
+        if activation.gated:
+            h_BTF = h_BTF * dense(self.config.d_ff, "wg")(x_BTD)
         return dense(x_BTD.shape[-1], "wo")(h_BTF)

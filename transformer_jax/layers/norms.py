@@ -1,14 +1,17 @@
 """Normalization layers for Add & Norm (NCCU slides 57-63): one registry, one call signature.
 
 Every norm is called as `norm(x, train=...)`; only BatchNorm uses `train` (batch statistics in
-training, running averages, kept in the "batch_stats" collection, in evaluation).
+training, running averages, kept in the "batch_stats" collection, in evaluation). `NORMS` maps
+`model.norm.kind` to a factory `(NormConfig, name) -> module`; a new norm is a module and one
+registered factory here.
 """
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from transformer_jax.config import ModelConfig
+from transformer_jax.config.model import NormConfig
+from transformer_jax.registry import Registry
 
 
 class LayerNorm(nn.Module):
@@ -93,21 +96,16 @@ class Identity(nn.Module):
         return x
 
 
-def make_norm(config: ModelConfig, name: str | None = None, alpha_init: float | None = None):
-    """The norm layer named by `config.norm`."""
-    match config.norm:
-        case "layernorm":
-            return LayerNorm(config.norm_epsilon, name=name)
-        case "rmsnorm":
-            return RMSNorm(config.norm_epsilon, name=name)
-        case "dyt":
-            return DyT(
-                config.dyt_alpha_init if alpha_init is None else alpha_init,
-                config.dyt_learnable_alpha,
-                name=name,
-            )
-        case "batchnorm":
-            return BatchNorm(name=name)
-        case "none":
-            return Identity(name=name)
-    raise ValueError(f"model.norm={config.norm!r} is not valid")
+NORMS: Registry = Registry("model.norm.kind")
+NORMS.add("layernorm", lambda config, name: LayerNorm(config.epsilon, name=name))
+NORMS.add("rmsnorm", lambda config, name: RMSNorm(config.epsilon, name=name))
+NORMS.add(
+    "dyt", lambda config, name: DyT(config.dyt_alpha_init, config.dyt_learnable_alpha, name=name)
+)
+NORMS.add("batchnorm", lambda config, name: BatchNorm(name=name))
+NORMS.add("none", lambda config, name: Identity(name=name))
+
+
+def make_norm(config: NormConfig, name: str | None = None) -> nn.Module:
+    """The norm layer named by `config.kind`."""
+    return NORMS[config.kind](config, name)

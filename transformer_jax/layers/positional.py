@@ -1,17 +1,26 @@
 """Positional encodings: what tells a permutation-equivariant attention layer where words sit.
 
-Additive ones (`sinusoidal`, `learned`, `index`) are added to the token embeddings; `rotary`
-rotates queries and keys inside attention; `alibi` biases the attention logits; `none` leaves the
-model blind to order (NTHU slide 21, the "Amy" example).
+Each encoding is one registered class (`ENCODINGS`, keyed by `model.positional.kind`) that
+declares what it does through hooks, every one a no-op by default:
+  embed        add a signal to the token embeddings (sinusoidal, learned, index);
+  rotate       rotate queries and keys inside self-attention (rotary);
+  logit_bias   bias the attention logits by distance (alibi);
+  grid_signal  the additive signal of a ViT's 2-D patch grid (learned, sinusoidal), or None to
+               use the 1-D hooks on the row-major patch index;
+  limited_to_table  positions must stay below model.positional.max_len (table lookups).
+`none` leaves the model blind to order (NTHU slide 21, the "Amy" example). A new encoding is a
+new subclass registered here, plus its tests; the stacks, the ViT and decoding call the hooks.
 """
+
+import dataclasses
+from typing import ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_jax.config import ModelConfig
-
-ADDITIVE = ("sinusoidal", "learned", "index")
+from transformer_jax.config.model import PositionalConfig
+from transformer_jax.registry import Registry
 
 
 def sinusoidal_table(length: int, d_model: int, base: float = 10000.0) -> np.ndarray:
@@ -75,27 +84,136 @@ def alibi_bias(
     return -slopes_N[None, :, None, None] * distance_BTS[:, None, :, :]
 
 
-class AddPositional(nn.Module):
-    """Adds an absolute position signal to embeddings (no-op for rotary, alibi and none)."""
+ENCODINGS: Registry[type["PositionalEncoding"]] = Registry("model.positional.kind")
 
-    config: ModelConfig
+
+@dataclasses.dataclass(frozen=True)
+class PositionalEncoding:
+    """No position signal at all (`none`); the base of every encoding, all hooks no-ops."""
+
+    config: PositionalConfig
+    limited_to_table: ClassVar[bool] = False
+
+    def embed(self, x_BTD: jnp.ndarray, pos_BT: jnp.ndarray) -> jnp.ndarray:
+        """Embeddings plus the absolute signal; called inside a compact module (may add
+        parameters)."""
+        del pos_BT
+        return x_BTD
+
+    def rotate(self, x_BTNH: jnp.ndarray, pos_BT: jnp.ndarray) -> jnp.ndarray:
+        """Self-attention queries or keys, rotated by position."""
+        del pos_BT
+        return x_BTNH
+
+    def logit_bias(self, q_pos_BT, k_pos_BS, num_heads: int, *, causal: bool):
+        """An additive (B, N, T, S) attention-logit bias, or None."""
+        del q_pos_BT, k_pos_BS, num_heads, causal
+
+    def grid_signal(self, module: nn.Module, grid_size: int, d_model: int, cls_token: bool):
+        """A ViT's additive (T, D) signal over its grid_size^2 patches (row-major, after a class
+        token if any), or None to use the 1-D hooks on the flattened patch index.
+        Called from the ViT's setup; `module` holds any parameters."""
+        del module, grid_size, d_model, cls_token
+
+
+ENCODINGS.add("none", PositionalEncoding)
+
+
+@ENCODINGS.register("sinusoidal")
+@dataclasses.dataclass(frozen=True)
+class Sinusoidal(PositionalEncoding):
+    """The paper's fixed table (Vaswani §3.5); 2-D sin-cos on a ViT grid (rows, then columns,
+    as MAE and big_vision do; the class token gets zeros)."""
+
+    limited_to_table: ClassVar[bool] = True
+
+    def embed(self, x_BTD, pos_BT):
+        table_LD = sinusoidal_table(self.config.max_len, x_BTD.shape[-1], self.config.base)
+        return x_BTD + jnp.asarray(table_LD)[pos_BT].astype(x_BTD.dtype)
+
+    def grid_signal(self, module, grid_size, d_model, cls_token):
+        table_ND = sinusoidal_2d_table(grid_size, grid_size, d_model, self.config.base)
+        if cls_token:
+            table_ND = np.concatenate([np.zeros((1, d_model), np.float32), table_ND])
+        return jnp.asarray(table_ND)
+
+
+@ENCODINGS.register("learned")
+@dataclasses.dataclass(frozen=True)
+class Learned(PositionalEncoding):
+    """One learned vector per position (BERT, GPT-2, ViT's default: one per patch and one for
+    the class token, the paper's 1-D table over the row-major patch index)."""
+
+    limited_to_table: ClassVar[bool] = True
+
+    def embed(self, x_BTD, pos_BT):
+        table = nn.Embed(
+            self.config.max_len,
+            x_BTD.shape[-1],
+            embedding_init=nn.initializers.normal(stddev=0.02),
+            name="table",
+        )
+        return x_BTD + table(pos_BT).astype(x_BTD.dtype)
+
+    def grid_signal(self, module, grid_size, d_model, cls_token):
+        return module.param(
+            "position_embedding",
+            nn.initializers.normal(stddev=0.02),
+            (grid_size**2 + cls_token, d_model),
+            jnp.float32,
+        )
+
+
+@ENCODINGS.register("index")
+@dataclasses.dataclass(frozen=True)
+class Index(PositionalEncoding):
+    """The lecture's counter-example: the raw positions 1, 2, 3, ... added to every feature
+    (NTHU slide 22)."""
+
+    def embed(self, x_BTD, pos_BT):
+        return x_BTD + jnp.broadcast_to((pos_BT + 1)[..., None], x_BTD.shape).astype(x_BTD.dtype)
+
+
+@ENCODINGS.register("rotary")
+@dataclasses.dataclass(frozen=True)
+class Rotary(PositionalEncoding):
+    """RoFormer (Su et al. 2021): queries and keys rotated by their positions."""
+
+    def rotate(self, x_BTNH, pos_BT):
+        return apply_rotary(x_BTNH, pos_BT, self.config.base)
+
+
+@ENCODINGS.register("alibi")
+@dataclasses.dataclass(frozen=True)
+class ALiBi(PositionalEncoding):
+    """Press et al. (2022): a per-head linear distance penalty on the logits."""
+
+    def logit_bias(self, q_pos_BT, k_pos_BS, num_heads, *, causal):
+        return alibi_bias(q_pos_BT, k_pos_BS, num_heads, causal=causal)
+
+
+def encoding(config: PositionalConfig) -> PositionalEncoding:
+    """The registered encoding of `config.kind`, bound to its config."""
+    return ENCODINGS[config.kind](config)
+
+
+def sinusoidal_2d_table(grid_h: int, grid_w: int, d_model: int, base: float = 10000.0):
+    """(grid_h * grid_w, D) fixed 2-D position table, row-major like a ViT's patches.
+
+    Features [0, D/2) are the 1-D sinusoidal table of the patch row, features [D/2, D) that of
+    the column, so nearby patches in either direction get similar codes.
+    """
+    half = d_model // 2
+    rows = np.broadcast_to(sinusoidal_table(grid_h, half, base)[:, None], (grid_h, grid_w, half))
+    cols = np.broadcast_to(sinusoidal_table(grid_w, half, base)[None, :], (grid_h, grid_w, half))
+    return np.concatenate([rows, cols], axis=-1).reshape(grid_h * grid_w, d_model)
+
+
+class AddPositional(nn.Module):
+    """Adds the encoding's absolute position signal to embeddings (a no-op for most)."""
+
+    config: PositionalConfig
 
     @nn.compact
     def __call__(self, x_BTD: jnp.ndarray, pos_BT: jnp.ndarray) -> jnp.ndarray:
-        kind = self.config.positional
-        if kind not in ADDITIVE:
-            return x_BTD
-        if kind == "sinusoidal":
-            table_LD = jnp.asarray(sinusoidal_table(self.config.max_len, x_BTD.shape[-1]))
-            signal_BTD = table_LD[pos_BT]
-        elif kind == "learned":
-            table = nn.Embed(
-                self.config.max_len,
-                x_BTD.shape[-1],
-                embedding_init=nn.initializers.normal(stddev=0.02),
-                name="table",
-            )
-            signal_BTD = table(pos_BT)
-        else:  # index: the lecture's counter-example, raw positions 1, 2, 3, ... (NTHU slide 22).
-            signal_BTD = jnp.broadcast_to((pos_BT + 1)[..., None], x_BTD.shape)
-        return x_BTD + signal_BTD.astype(x_BTD.dtype)
+        return encoding(self.config).embed(x_BTD, pos_BT)

@@ -1,26 +1,11 @@
-"""Model families, built from a `ModelConfig` by `build_model`."""
+"""Model families, built from a `ModelConfig` by `build_model`; see `families.py`."""
 
-from transformer_jax.config import ModelConfig
-from transformer_jax.models.classifier import EncoderClassifier
-from transformer_jax.models.decoder_only import DecoderOnly
-from transformer_jax.models.encoder_decoder import EncoderDecoder
-from transformer_jax.models.vit import ViT
-
-MODELS = {
-    "encoder_decoder": EncoderDecoder,
-    "decoder_only": DecoderOnly,
-    "encoder_classifier": EncoderClassifier,
-    "vit": ViT,
-}
+from transformer_jax.models.families import FAMILIES, Family, family_of
 
 
-def build_model(config: ModelConfig):
+def build_model(config):
     """The flax module of `config.family`."""
-    if config.family not in MODELS:
-        raise ValueError(
-            f"model.family={config.family!r} is not valid; choose one of {list(MODELS)}"
-        )
-    return MODELS[config.family](config)
+    return family_of(config).module(config)
 
 
-__all__ = ["MODELS", "DecoderOnly", "EncoderClassifier", "EncoderDecoder", "ViT", "build_model"]
+__all__ = ["FAMILIES", "Family", "build_model", "family_of"]

@@ -28,10 +28,10 @@ class BlockContext(NamedTuple):
 class Block(nn.Module):
     """Self-attention, optional cross-attention (decoder), then the feed-forward network.
 
-    Sublayer connection, per `norm_position`:
+    Sublayer connection, per `norm.position`:
       post (the paper): x = Norm(x + Dropout(F(x)))
       pre:              x = x + Dropout(F(Norm(x)))
-    With `residual=False` the `x +` is dropped (the NCCU residual ablation).
+    With `norm.residual=False` the `x +` is dropped (the NCCU residual ablation).
     """
 
     config: ModelConfig
@@ -43,7 +43,12 @@ class Block(nn.Module):
     def __call__(self, x_BTD, context: BlockContext, *, train: bool = False):
         cfg = self.config
         self_attention = MultiHeadAttention(
-            cfg, use_cache=self.use_cache, causal=self.causal, name="self_attention"
+            cfg.attention,
+            cfg.positional,
+            cfg.dtype,
+            use_cache=self.use_cache,
+            causal=self.causal,
+            name="self_attention",
         )
         x_BTD = self._sublayer(
             x_BTD,
@@ -62,7 +67,11 @@ class Block(nn.Module):
         )
         if self.cross_attention:
             cross_attention = MultiHeadAttention(
-                cfg, self_attention=False, use_cache=self.use_cache, name="cross_attention"
+                cfg.attention,
+                dtype=cfg.dtype,
+                self_attention=False,
+                use_cache=self.use_cache,
+                name="cross_attention",
             )
             x_BTD = self._sublayer(
                 x_BTD,
@@ -72,15 +81,15 @@ class Block(nn.Module):
                 "cross_attention",
                 train,
             )
-        ffn = FeedForward(cfg, name="ffn")
+        ffn = FeedForward(cfg.ffn, cfg.dtype, name="ffn")
         return self._sublayer(x_BTD, lambda h: ffn(h, train=train), "ffn", train)
 
     def _sublayer(self, x_BTD, sublayer, name: str, train: bool):
-        cfg = self.config
-        norm = make_norm(cfg, name=f"norm_{name}")
-        dropout = nn.Dropout(cfg.dropout_rate, name=f"dropout_{name}")
-        if cfg.norm_position == "pre":
+        norm_cfg = self.config.norm
+        norm = make_norm(norm_cfg, name=f"norm_{name}")
+        dropout = nn.Dropout(self.config.dropout_rate, name=f"dropout_{name}")
+        if norm_cfg.position == "pre":
             y_BTD = dropout(sublayer(norm(x_BTD, train=train)), deterministic=not train)
-            return x_BTD + y_BTD if cfg.residual else y_BTD
+            return x_BTD + y_BTD if norm_cfg.residual else y_BTD
         y_BTD = dropout(sublayer(x_BTD), deterministic=not train)
-        return norm(x_BTD + y_BTD if cfg.residual else y_BTD, train=train)
+        return norm(x_BTD + y_BTD if norm_cfg.residual else y_BTD, train=train)

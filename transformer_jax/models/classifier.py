@@ -4,7 +4,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from transformer_jax.config import ModelConfig
-from transformer_jax.layers.embedding import TokenEmbedding
+from transformer_jax.layers.embedding import token_embedding
 from transformer_jax.models.stack import default_positions
 from transformer_jax.models.universal import stack_class
 
@@ -31,7 +31,7 @@ class EncoderClassifier(nn.Module):
     @nn.compact
     def __call__(self, ids_BT, *, train: bool = False):
         cfg = self.config
-        x_BTD = TokenEmbedding(cfg, name="embedding").encode(ids_BT)
+        x_BTD = token_embedding(cfg, name="embedding").encode(ids_BT)
         valid_BT = ids_BT != 0
         if cfg.pooling == "cls":
             cls_11D = self.param("cls", nn.initializers.zeros, (1, 1, cfg.d_model), jnp.float32)

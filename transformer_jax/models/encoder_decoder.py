@@ -3,7 +3,7 @@
 import flax.linen as nn
 
 from transformer_jax.config import ModelConfig
-from transformer_jax.layers.embedding import OutputProjection, TokenEmbedding
+from transformer_jax.layers.embedding import OutputProjection, TokenEmbedding, token_embedding
 from transformer_jax.models.stack import default_positions
 from transformer_jax.models.universal import stack_class
 
@@ -23,11 +23,11 @@ class EncoderDecoder(nn.Module):
 
     def setup(self):
         cfg = self.config
-        self.source_embedding = TokenEmbedding(cfg)
-        if not cfg.share_source_target_embeddings:
-            self.target_embedding = TokenEmbedding(cfg)
-        if not cfg.tie_output_embeddings:
-            self.output = OutputProjection(cfg)
+        self.source_embedding = token_embedding(cfg)
+        if not cfg.embeddings.share_source_target:
+            self.target_embedding = token_embedding(cfg)
+        if not cfg.embeddings.tie_output:
+            self.output = OutputProjection(cfg.vocab_size)
         self.encoder = stack_class(cfg)(cfg, cfg.num_encoder_layers, causal=False)
         self.decoder = stack_class(cfg)(
             cfg,
@@ -38,7 +38,7 @@ class EncoderDecoder(nn.Module):
         )
 
     def _target_embedding(self) -> TokenEmbedding:
-        if self.config.share_source_target_embeddings:
+        if self.config.embeddings.share_source_target:
             return self.source_embedding
         return self.target_embedding
 
@@ -63,7 +63,7 @@ class EncoderDecoder(nn.Module):
             memory_valid_BS=memory_valid_BS,
             train=train,
         )
-        if self.config.tie_output_embeddings:
+        if self.config.embeddings.tie_output:
             return embedding.decode(y_BTD)
         return self.output(y_BTD)
 

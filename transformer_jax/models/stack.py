@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from transformer_jax.config import ModelConfig
 from transformer_jax.layers import masks
 from transformer_jax.layers.norms import make_norm
-from transformer_jax.layers.positional import AddPositional, alibi_bias
+from transformer_jax.layers.positional import AddPositional, encoding
 from transformer_jax.models.blocks import BlockContext
 from transformer_jax.models.scan import apply_layers
 
@@ -31,17 +31,19 @@ def build_context(
 ) -> BlockContext:
     """The masks and biases every layer of a stack shares, built once per forward pass.
 
-    Self-attention mask: padding, causal, packed segments and sliding window combined; the ALiBi
-    bias when `positional="alibi"`. Key positions / validity are (B, S), or (B, L) when cached.
+    Self-attention mask: padding, causal, packed segments and sliding window combined; the logit
+    bias of the positional encoding, if it has one (ALiBi). Key positions / validity are (B, S),
+    or (B, L) when cached.
     """
+    attention = cfg.attention
     window = None
-    if cfg.sliding_window:
+    if attention.sliding_window:
         window = masks.sliding_window_mask(
             q_pos_BT,
             k_pos_BS,
-            window=cfg.sliding_window,
+            window=attention.sliding_window,
             causal=causal,
-            num_global=cfg.num_global_tokens,
+            num_global=attention.num_global_tokens,
         )
     return BlockContext(
         positions_BT=q_pos_BT,
@@ -51,9 +53,9 @@ def build_context(
             None if segment_ids_BT is None else masks.segment_mask(segment_ids_BT, segment_ids_BT),
             window,
         ),
-        self_bias=alibi_bias(q_pos_BT, k_pos_BS, cfg.num_heads, causal=causal)
-        if cfg.positional == "alibi"
-        else None,
+        self_bias=encoding(cfg.positional).logit_bias(
+            q_pos_BT, k_pos_BS, attention.num_heads, causal=causal
+        ),
         memory_BSD=memory_BSD,
         cross_mask=None if memory_valid_BS is None else masks.padding_mask(memory_valid_BS),
         cache_index=cache_index,
@@ -99,7 +101,7 @@ class TransformerStack(nn.Module):
         q_pos_BT, context = self._context(
             valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS
         )
-        x_BTD = AddPositional(cfg, name="positional")(x_BTD, q_pos_BT)
+        x_BTD = AddPositional(cfg.positional, name="positional")(x_BTD, q_pos_BT)
         x_BTD = nn.Dropout(cfg.dropout_rate)(x_BTD, deterministic=not train)
         x_BTD = apply_layers(  # Unrolled or scanned, with remat: see models/scan.py.
             cfg,
@@ -113,8 +115,8 @@ class TransformerStack(nn.Module):
             # position-built causal mask hides every later key; explicit positions need not.
             causal=self.causal and (positions_BT is None or segment_ids_BT is not None),
         )
-        if cfg.norm_position == "pre":
-            x_BTD = make_norm(cfg, name="final_norm")(x_BTD, train=train)
+        if cfg.norm.position == "pre":
+            x_BTD = make_norm(cfg.norm, name="final_norm")(x_BTD, train=train)
         return x_BTD
 
     def _context(self, valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS):

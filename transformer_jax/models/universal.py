@@ -94,14 +94,15 @@ class UniversalStep(nn.Module):
         new_BTD = Block(
             cfg, cross_attention=self.cross_attention, use_cache=self.use_cache, name="block"
         )(x_BTD, context, train=self.train)
-        if not cfg.act:
+        universal = cfg.universal
+        if not universal.act:
             self.sow("intermediates", "step_states", new_BTD)
             return carry._replace(state_BTD=new_BTD), None
         halting = nn.Dense(
             1,
             dtype=jnp.float32,
             param_dtype=jnp.float32,
-            bias_init=nn.initializers.constant(cfg.act_halting_bias_init),
+            bias_init=nn.initializers.constant(universal.act_halting_bias_init),
             name="halting",
         )
         p_BT = nn.sigmoid(halting(new_BTD.astype(jnp.float32)))[..., 0]
@@ -110,8 +111,8 @@ class UniversalStep(nn.Module):
             new_BTD,
             p_BT,
             is_last=step == self.num_steps,
-            threshold=1.0 - cfg.act_threshold_eps,
-            freeze=cfg.act_halted == "freeze",
+            threshold=1.0 - universal.act_threshold_eps,
+            freeze=universal.act_halted == "freeze",
         )
         self.sow("intermediates", "step_states", carry.state_BTD)  # what the next step reads
         return carry, None
@@ -119,7 +120,8 @@ class UniversalStep(nn.Module):
 
 class UniversalStack(TransformerStack):
     """A drop-in for `TransformerStack` (same inputs, masks, cache and parameters outside the
-    block): one block for `config.steps(num_layers)` steps instead of `num_layers` layers.
+    block): one block for `config.universal.num_steps(num_layers)` steps instead of
+    `num_layers` layers.
 
     (B, T, D) embeddings -> (B, T, D) states. Pre-norm stacks end with a final norm, as there.
     """
@@ -141,14 +143,14 @@ class UniversalStack(TransformerStack):
             valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS
         )
         # The position part of the coordinates, added at every step rather than once.
-        position_BTD = AddPositional(cfg, name="positional")(
+        position_BTD = AddPositional(cfg.positional, name="positional")(
             jnp.zeros(x_BTD.shape, jnp.float32), q_pos_BT
         )
         x_BTD = nn.Dropout(cfg.dropout_rate)(x_BTD, deterministic=not train)
 
-        num_steps = cfg.steps(self.num_layers)
-        steps_S = jnp.arange(1, num_steps + 1, dtype=jnp.int32)
-        step_signal_SD = jnp.asarray(sinusoidal_table(num_steps + 1, x_BTD.shape[-1])[1:])
+        num_steps = cfg.universal.num_steps(self.num_layers)
+        steps_U = jnp.arange(1, num_steps + 1, dtype=jnp.int32)
+        step_signal_UD = jnp.asarray(sinusoidal_table(num_steps + 1, x_BTD.shape[-1])[1:])
         zeros_BT = jnp.zeros(x_BTD.shape[:2], jnp.float32)
         carry = ActState(
             state_BTD=x_BTD,
@@ -175,14 +177,14 @@ class UniversalStack(TransformerStack):
             use_cache=self.use_cache,
             train=train,
             name="recurrence",
-        )(carry, (steps_S, step_signal_SD), position_BTD, context)
-        if cfg.act:
+        )(carry, (steps_U, step_signal_UD), position_BTD, context)
+        if cfg.universal.act:
             self._record_ponder(carry, valid_BT)
             y_BTD = carry.output_BTD.astype(x_BTD.dtype)
         else:
             y_BTD = carry.state_BTD
-        if cfg.norm_position == "pre":
-            y_BTD = make_norm(cfg, name="final_norm")(y_BTD, train=train)
+        if cfg.norm.position == "pre":
+            y_BTD = make_norm(cfg.norm, name="final_norm")(y_BTD, train=train)
         return y_BTD
 
     def _record_ponder(self, carry: ActState, valid_BT):
@@ -193,7 +195,7 @@ class UniversalStack(TransformerStack):
         self.sow(
             "losses",
             "ponder_cost",
-            self.config.act_ponder_cost * (rho_BT * weights_BT).sum() / count,
+            self.config.universal.act_ponder_cost * (rho_BT * weights_BT).sum() / count,
         )
         self.sow("diagnostics", "ponder_mean", (carry.steps_BT * weights_BT).sum() / count)
         self.sow("diagnostics", "ponder_max", jnp.max(carry.steps_BT * weights_BT))
@@ -203,4 +205,4 @@ class UniversalStack(TransformerStack):
 
 def stack_class(config: ModelConfig) -> type[TransformerStack]:
     """The stack every model family builds: universal (shared, recurrent) or N distinct layers."""
-    return UniversalStack if config.universal else TransformerStack
+    return TransformerStack if config.universal is None else UniversalStack

@@ -1,7 +1,4 @@
-"""Learning-rate schedules and optimizers built from `config.train`.
-
-One place maps `train.schedule` and `train.optimizer` strings to implementations
-(`SCHEDULES`, `OPTIMIZERS`); unknown names raise a ValueError listing the valid ones.
+"""Learning-rate schedules and optimizers built from a `TrainConfig` (validated there).
 
 Step convention: optax calls a schedule with `count`, the number of updates already
 applied (0 for the first update). Every schedule here is written in terms of
@@ -20,34 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-SCHEDULES = ("rsqrt", "cosine", "constant")
-OPTIMIZERS = ("adam", "adamw", "sgd")
-
-# Defaults for optional `config.train` fields: the paper's Adam settings
-# (Vaswani et al. 2017 §5.3: beta1=0.9, beta2=0.98, eps=1e-9), no decay, no clipping.
-_DEFAULTS = {
-    "warmup_steps": 0,
-    "b1": 0.9,
-    "b2": 0.98,
-    "eps": 1e-9,
-    "weight_decay": 0.0,
-    "grad_clip_norm": 0.0,
-    "momentum": 0.0,
-}
-
-
-def _get(train_config: Any, name: str) -> Any:
-    """Reads `train.<name>`; optional fields fall back to `_DEFAULTS`."""
-    if name in train_config:
-        return train_config[name]
-    if name in _DEFAULTS:
-        return _DEFAULTS[name]
-    raise ValueError(f"config.train.{name} is required but missing")
-
-
-def _check(ok: bool, name: str, value: Any, valid: str) -> None:
-    if not ok:
-        raise ValueError(f"config.train.{name}={value!r} is invalid; expected {valid}")
+from transformer_jax.config import TrainConfig
 
 
 def _rsqrt(scale: float, d_model: int, warmup: int) -> optax.Schedule:
@@ -84,7 +54,7 @@ def _constant(peak: float, warmup: int) -> optax.Schedule:
     return schedule
 
 
-def make_schedule(train_config: Any, d_model: int) -> optax.Schedule:
+def make_schedule(train_config: TrainConfig, d_model: int) -> optax.Schedule:
     """Returns the learning-rate schedule `count -> lr` named by `train.schedule`.
 
     With `step = count + 1` (steps counted from 1), `W = train.warmup_steps` and
@@ -98,23 +68,15 @@ def make_schedule(train_config: Any, d_model: int) -> optax.Schedule:
         `train.steps` and staying at 0 afterwards. Needs W < steps.
       * "constant": `lr * min(step / W, 1)`; just `lr` when W=0.
     """
-    name = _get(train_config, "schedule")
-    peak = _get(train_config, "learning_rate")
-    warmup = _get(train_config, "warmup_steps")
-    steps = _get(train_config, "steps")
-    _check(name in SCHEDULES, "schedule", name, f"one of {SCHEDULES}")
-    _check(isinstance(steps, int) and steps > 0, "steps", steps, "an int > 0")
-    _check(isinstance(warmup, int) and warmup >= 0, "warmup_steps", warmup, "an int >= 0")
-    _check(isinstance(peak, int | float) and peak > 0, "learning_rate", peak, "a number > 0")
-    if not (isinstance(d_model, int) and d_model > 0):
-        raise ValueError(f"d_model={d_model!r} is invalid; expected an int > 0")
-    peak = float(peak)
-    if name == "rsqrt":
-        return _rsqrt(peak, d_model, warmup)
-    if name == "cosine":
-        _check(warmup < steps, "warmup_steps", warmup, f"< train.steps={steps} for cosine")
-        return _cosine(peak, warmup, steps)
-    return _constant(peak, warmup)
+    peak, warmup = float(train_config.learning_rate), train_config.warmup_steps
+    match train_config.schedule:
+        case "rsqrt":
+            return _rsqrt(peak, d_model, warmup)
+        case "cosine":
+            return _cosine(peak, warmup, train_config.steps)
+        case "constant":
+            return _constant(peak, warmup)
+    raise ValueError(f"unknown train.schedule {train_config.schedule!r}")
 
 
 def decay_mask(params: Any) -> Any:
@@ -162,7 +124,7 @@ def _sgd(
     return optax.chain(*parts)
 
 
-def make_optimizer(train_config: Any, d_model: int) -> optax.GradientTransformation:
+def make_optimizer(train_config: TrainConfig, d_model: int) -> optax.GradientTransformation:
     """Returns the optimizer named by `train.optimizer`, with the schedule from `make_schedule`.
 
     * "adam": Adam (Kingma & Ba 2015) with `train.b1`, `train.b2`, `train.eps`
@@ -170,48 +132,28 @@ def make_optimizer(train_config: Any, d_model: int) -> optax.GradientTransformat
     * "adamw": Adam with decoupled weight decay (Loshchilov & Hutter 2019) of
       `train.weight_decay`, applied only where `decay_mask` is True (not to biases,
       norm scales or other 1-D params). As in optax, the decay is scaled by the lr.
-    * "sgd": plain SGD, with heavy-ball momentum `train.momentum` (optional, default 0).
+    * "sgd": plain SGD, with heavy-ball momentum `train.momentum` (0: none).
     Global-norm gradient clipping to `train.grad_clip_norm` runs first when it is > 0.
 
     The result is wrapped in `optax.inject_hyperparams`: read the lr used by the last
     update with `current_learning_rate(opt_state)`.
     """
-    name = _get(train_config, "optimizer")
-    _check(name in OPTIMIZERS, "optimizer", name, f"one of {OPTIMIZERS}")
-    schedule = make_schedule(train_config, d_model)
-    clip = _get(train_config, "grad_clip_norm")
-    _check(isinstance(clip, int | float) and clip >= 0, "grad_clip_norm", clip, "a number >= 0")
-    weight_decay = _get(train_config, "weight_decay")
-    _check(
-        isinstance(weight_decay, int | float) and weight_decay >= 0,
-        "weight_decay",
-        weight_decay,
-        "a number >= 0",
-    )
-    if name != "adamw":
-        _check(weight_decay == 0, "weight_decay", weight_decay, f"0.0 for optimizer {name!r}")
-
-    if name == "sgd":
-        momentum = _get(train_config, "momentum")
-        _check(0 <= momentum < 1, "momentum", momentum, "a number in [0, 1)")
+    t = train_config
+    schedule = make_schedule(t, d_model)
+    if t.optimizer == "sgd":
         factory = optax.inject_hyperparams(_sgd, static_args=("momentum", "grad_clip_norm"))
-        return factory(learning_rate=schedule, momentum=momentum, grad_clip_norm=clip)
-
-    b1, b2, eps = (_get(train_config, k) for k in ("b1", "b2", "eps"))
-    _check(0 <= b1 < 1, "b1", b1, "a number in [0, 1)")
-    _check(0 <= b2 < 1, "b2", b2, "a number in [0, 1)")
-    _check(eps > 0, "eps", eps, "a number > 0")
+        return factory(learning_rate=schedule, momentum=t.momentum, grad_clip_norm=t.grad_clip_norm)
     factory = optax.inject_hyperparams(
         _adam_family, static_args=("grad_clip_norm", "decoupled_decay")
     )
     return factory(
         learning_rate=schedule,
-        b1=b1,
-        b2=b2,
-        eps=eps,
-        weight_decay=weight_decay,
-        grad_clip_norm=clip,
-        decoupled_decay=name == "adamw",
+        b1=t.b1,
+        b2=t.b2,
+        eps=t.eps,
+        weight_decay=t.weight_decay,
+        grad_clip_norm=t.grad_clip_norm,
+        decoupled_decay=t.optimizer == "adamw",
     )
 
 

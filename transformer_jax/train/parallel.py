@@ -41,62 +41,41 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from transformer_jax.config import TrainConfig
 from transformer_jax.train import host_memory
 
-PARALLELISMS = ("jit", "pmap")
 DATA, FSDP = "data", "fsdp"  # Mesh axes: batch rows over both, parameters over FSDP.
 PMAP_AXIS = "batch"
 
 
-def check_parallel_config(train, batch_size: int, num_devices: int | None = None) -> None:
-    """Raises ValueError for bad scale-out fields of `config.train`, before anything compiles."""
+def check_parallel_config(train: TrainConfig, batch_size: int, num_devices: int | None = None):
+    """Raises ValueError where `config.train`'s scale-out does not fit the devices or the batch,
+    before anything compiles (the fields themselves are checked by TrainConfig)."""
     num_devices = jax.device_count() if num_devices is None else num_devices
-    kind = train.get("parallelism", "jit")
-    if kind not in PARALLELISMS:
+    if num_devices % train.fsdp:
         raise ValueError(
-            f"train.parallelism={kind!r} is not valid; choose one of {list(PARALLELISMS)}"
+            f"train.fsdp={train.fsdp} must divide the device count {num_devices}; valid: "
+            f"{[d for d in range(1, num_devices + 1) if num_devices % d == 0]}"
         )
-    for name in ("fsdp", "grad_accum_steps"):
-        value = train.get(name, 1)
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"train.{name}={value!r} must be an integer >= 1")
-    fsdp = train.get("fsdp", 1)
-    if num_devices % fsdp:
-        valid = [d for d in range(1, num_devices + 1) if num_devices % d == 0]
-        raise ValueError(
-            f"train.fsdp={fsdp} must divide the device count {num_devices}; valid: {valid}"
-        )
-    if fsdp > 1 and kind != "jit":
-        raise ValueError(f"train.fsdp={fsdp} needs train.parallelism='jit', not {kind!r}")
-    for name in ("distributed",):
-        if not isinstance(train.get(name, False), bool):
-            raise ValueError(f"train.{name}={train.get(name)!r} must be True or False")
-    cache_dir = train.get("compilation_cache_dir", "")
-    if not isinstance(cache_dir, str):
-        raise ValueError(
-            f"train.compilation_cache_dir={cache_dir!r} must be a directory path or '' (off)"
-        )
-    accum = train.get("grad_accum_steps", 1)
-    unit = num_devices * accum
+    unit = num_devices * train.grad_accum_steps
     if batch_size % unit:
         valid = [unit * m for m in range(1, 5)]
         raise ValueError(
             f"data.batch_size={batch_size} does not divide over {num_devices} device(s) x "
-            f"train.grad_accum_steps={accum}; valid batch sizes are multiples of {unit}, "
-            f"e.g. {valid}"
+            f"train.grad_accum_steps={train.grad_accum_steps}; valid batch sizes are multiples "
+            f"of {unit}, e.g. {valid}"
         )
 
 
-def setup_runtime(train) -> None:
+def setup_runtime(train: TrainConfig) -> None:
     """Process-level setup that must precede any computation: malloc settings that let XLA:CPU
     reuse its temporaries (see host_memory.py), multi-host runtime and the persistent
     compilation cache (compiled programs are reused across restarts of a run)."""
     host_memory.reuse_freed_memory()
-    if train.get("distributed", False):
+    if train.distributed:
         jax.distributed.initialize()
-    cache_dir = train.get("compilation_cache_dir", "")
-    if cache_dir:
-        jax.config.update("jax_compilation_cache_dir", cache_dir)
+    if train.compilation_cache_dir:
+        jax.config.update("jax_compilation_cache_dir", train.compilation_cache_dir)
 
 
 def make_mesh(fsdp: int = 1, devices=None) -> Mesh:
@@ -217,7 +196,7 @@ class Parallel:
         return lambda state, batch: eval_fn(state, self.place_batch(batch))
 
 
-def make_parallel(train) -> Parallel:
+def make_parallel(train: TrainConfig) -> Parallel:
     """The layout of `config.train` (validated by `check_parallel_config`)."""
-    kind = train.get("parallelism", "jit")
-    return Parallel(kind, make_mesh(train.get("fsdp", 1)) if kind == "jit" else None)
+    kind = train.parallelism
+    return Parallel(kind, make_mesh(train.fsdp) if kind == "jit" else None)

@@ -8,7 +8,7 @@ import jax
 import ml_collections
 
 from transformer_jax import data
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import ModelConfig, TrainConfig
 from transformer_jax.models import build_model
 from transformer_jax.train import step as steps
 from transformer_jax.train.checkpoint import Checkpointer
@@ -43,7 +43,7 @@ def load_run(workdir: str, step: int | None = None) -> LoadedRun:
     model_config = ModelConfig.from_dict(resolved["model"])
     model = build_model(model_config)
     info = data.get_dataset_info(config.data)
-    optimizer = make_optimizer(config.train, model_config.d_model)
+    optimizer = make_optimizer(TrainConfig.from_dict(resolved["train"]), model_config.d_model)
     sample = next(iter(data.make_eval_batches(config.data, info.eval_splits[0], batch_size=2)))
     abstract = jax.eval_shape(
         lambda: steps.init_state(model, optimizer, sample, jax.random.PRNGKey(0))

@@ -12,11 +12,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from transformer_jax.config import CLASSIFIERS
+from transformer_jax.config import TrainConfig
+from transformer_jax.config.train import THREEFRY_MODES
+from transformer_jax.models.families import family_of
 from transformer_jax.train import losses
 from transformer_jax.train.numerics import tree_norm
-
-BOS = 1
 
 
 @flax.struct.dataclass
@@ -28,40 +28,13 @@ class TrainState:
     rng: jnp.ndarray  # Base key; step k uses fold_in(rng, k), so resuming replays exactly.
 
 
-def shift_right(targets_BT, segment_ids_BT=None):
-    """Teacher forcing: the decoder reads BOS, y_1, ..., y_{T-1} (NTHU slides 55-56).
-
-    With packed documents each document starts again from BOS.
-    """
-    shifted_BT = jnp.pad(targets_BT, ((0, 0), (1, 0)), constant_values=BOS)[:, :-1]
-    if segment_ids_BT is not None:
-        starts_BT = jnp.pad(segment_ids_BT, ((0, 0), (1, 0)))[:, :-1] != segment_ids_BT
-        shifted_BT = jnp.where(starts_BT & (segment_ids_BT > 0), BOS, shifted_BT)
-    # Keep padding as padding: positions after the sequence ends read 0, not the last token.
-    return jnp.where(targets_BT == 0, jnp.where(shifted_BT == BOS, BOS, 0), shifted_BT)
-
-
-def model_inputs(family: str, batch):
-    """The positional and keyword arguments of the model family's __call__ for a batch."""
-    if family in CLASSIFIERS:
-        return (batch["inputs"],), {}
-    segments_BT = batch.get("targets_segment_ids")
-    decoder_inputs_BT = shift_right(batch["targets"], segments_BT)
-    if family == "encoder_decoder":
-        return (batch["inputs"], decoder_inputs_BT), {}
-    return (decoder_inputs_BT,), {
-        "segment_ids_BT": segments_BT,
-        "positions_BT": batch.get("targets_positions"),
-    }
-
-
 def forward(model, variables, batch, *, train: bool, rngs=None, mutable=False):
     """Runs the model on a batch; returns (logits, targets, loss weights, mutated collections)."""
-    family = model.config.family
-    args, kwargs = model_inputs(family, batch)
+    family = family_of(model.config)
+    args, kwargs = family.inputs(batch)
     out = model.apply(variables, *args, train=train, rngs=rngs, mutable=mutable, **kwargs)
     logits, collections = out if mutable else (out, {})
-    if family in CLASSIFIERS:
+    if family.classifier:
         return logits, batch["label"], batch["example_weights"], collections
     targets_BT = batch["targets"]
     weights_BT = losses.weights_from_targets(targets_BT) * batch["example_weights"][:, None]
@@ -157,7 +130,7 @@ def train_step(
     params = optax.apply_updates(state.params, updates)
     metrics = {
         "loss": sums["loss"] / total,
-        accuracy_name(model.config.family): sums["correct"] / jnp.maximum(sums["count"], 1.0),
+        family_of(model.config).accuracy_name: sums["correct"] / jnp.maximum(sums["count"], 1.0),
         "tokens": sums["count"],
         "grad_norm": tree_norm(grads),
         "param_norm": tree_norm(params),
@@ -167,9 +140,6 @@ def train_step(
         step=state.step + 1, params=params, opt_state=opt_state, batch_stats=batch_stats
     )
     return new_state, metrics
-
-
-THREEFRY_MODES = ("auto", "partitionable", "sequential")
 
 
 def threefry_partitionable(mode: str, num_devices: int) -> bool:
@@ -182,13 +152,13 @@ def threefry_partitionable(mode: str, num_devices: int) -> bool:
     "partitionable". The two give different (equally random) masks.
     """
     if mode not in THREEFRY_MODES:
-        raise ValueError(f"train.threefry={mode!r} is invalid; valid: {list(THREEFRY_MODES)}")
+        raise ValueError(f"train.threefry={mode!r} is not valid; choose one of {THREEFRY_MODES}")
     if mode == "auto":
         return num_devices > 1
     return mode == "partitionable"
 
 
-def make_train_step(model, optimizer, train_config, num_devices: int):
+def make_train_step(model, optimizer, train_config: TrainConfig, num_devices: int):
     """The trainer's step: `train_step` bound to the model, optimizer and `config.train`, traced
     with the threefry scheme `train.threefry` picks for `num_devices`."""
     step = functools.partial(
@@ -196,9 +166,9 @@ def make_train_step(model, optimizer, train_config, num_devices: int):
         model=model,
         optimizer=optimizer,
         label_smoothing=float(train_config.label_smoothing),
-        grad_accum_steps=train_config.get("grad_accum_steps", 1),
+        grad_accum_steps=train_config.grad_accum_steps,
     )
-    partitionable = threefry_partitionable(train_config.get("threefry", "auto"), num_devices)
+    partitionable = threefry_partitionable(train_config.threefry, num_devices)
 
     @functools.wraps(train_step)
     def step_with_threefry(state, batch, **kwargs):
@@ -220,20 +190,15 @@ def eval_step(state: TrainState, batch, *, model, diagnostics: bool):
     )
     loss_sum, weight_sum = losses.cross_entropy(logits, targets, weights, 0.0)
     correct, count = losses.token_accuracy(logits, targets, weights)
-    family = model.config.family
-    sums = {"loss": (loss_sum, weight_sum), accuracy_name(family): (correct, count)}
-    if family not in CLASSIFIERS:
+    family = family_of(model.config)
+    sums = {"loss": (loss_sum, weight_sum), family.accuracy_name: (correct, count)}
+    if not family.classifier:
         sums["seq_accuracy"] = losses.sequence_accuracy(
             logits, targets, batch["example_weights"], weights
         )
     for name, value in flatten_diagnostics(collected.get("diagnostics", {})).items():
         sums[name] = (value, jnp.float32(1.0))
     return sums
-
-
-def accuracy_name(family: str) -> str:
-    """The accuracy metric's name: "accuracy" (of labels) for classifiers, else "token_accuracy"."""
-    return "accuracy" if family in CLASSIFIERS else "token_accuracy"
 
 
 def flatten_diagnostics(tree) -> dict[str, jnp.ndarray]:
@@ -260,7 +225,7 @@ def flatten_diagnostics(tree) -> dict[str, jnp.ndarray]:
 def init_state(model, optimizer, batch, rng) -> TrainState:
     """Parameters, BatchNorm statistics and optimizer state for a model and a sample batch."""
     init_rng, state_rng = jax.random.split(rng)
-    args, kwargs = model_inputs(model.config.family, batch)
+    args, kwargs = family_of(model.config).inputs(batch)
 
     @jax.jit
     def init(rng):

@@ -19,8 +19,10 @@ import ml_collections
 import numpy as np
 
 from transformer_jax import data, decoding
-from transformer_jax.config import CLASSIFIERS, ModelConfig
-from transformer_jax.models import build_model
+from transformer_jax.config import ModelConfig, TrainConfig
+from transformer_jax.config.model import upgrade_flat_model_config
+from transformer_jax.defaults import FROM_DATA
+from transformer_jax.models import FAMILIES, build_model
 from transformer_jax.train import step as steps
 from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.logger import MetricsLogger, write_json
@@ -34,34 +36,36 @@ def resolve_model_config(config: ml_collections.ConfigDict, info: data.DatasetIn
     """ModelConfig with vocabulary, classes, length and image shape filled from the dataset, then
     checked against it."""
     fields = config.model.to_dict()
-    family = fields.get("family")
-    if info.kind == "classification":
-        expected = ("vit",) if info.image_shape else ("encoder_classifier",)
-    else:
-        expected = {"seq2seq": ("encoder_decoder",), "lm": ("decoder_only",)}[info.kind]
-    if family not in expected:
+    family = FAMILIES[fields["family"]]
+    expected = [
+        name
+        for name in FAMILIES
+        if FAMILIES[name].data_kind == info.kind
+        and FAMILIES[name].reads_images == bool(info.image_shape)
+    ]
+    if family.name not in expected:
         raise ValueError(
-            f"model.family={family!r} cannot train on the {info.kind} dataset "
-            f"{info.name!r}; valid: {list(expected)}"
+            f"model.family={family.name!r} cannot train on the {info.kind} dataset "
+            f"{info.name!r}; valid: {expected}"
         )
-    if fields.get("vocab_size", -1) == -1:
+    if fields["vocab_size"] == FROM_DATA:
         fields["vocab_size"] = info.vocab_size
-    if info.kind == "classification":
+    if family.classifier:
         fields["num_classes"] = info.num_classes
-    if info.image_shape:
-        _fill_image_fields(fields, info)
-    longest = max(info.max_input_len, info.max_target_len)
-    if family == "vit":
-        longest = (fields["image_size"] // max(fields.get("patch_size", 1), 1)) ** 2
-    if fields.get("pooling", "cls") == "cls" and family in CLASSIFIERS:
-        longest += 1  # the class token
-    if fields.get("max_len", -1) == -1:
-        fields["max_len"] = longest
+    if family.reads_images:
+        _fill_image_fields(fields["vit"], info)
+    max_len = fields["positional"]["max_len"]
+    fields["positional"]["max_len"] = 1  # placeholder until the longest sequence is known
     model_config = ModelConfig.from_dict(fields)
-    if longest > model_config.max_len:
+    longest = family.sequence_length(model_config, info.max_input_len, info.max_target_len)
+    model_config = model_config.override(
+        {"positional.max_len": longest if max_len == FROM_DATA else max_len}
+    )
+    if longest > model_config.positional.max_len:
         raise ValueError(
-            f"model.max_len={model_config.max_len} is shorter than the longest sequence of "
-            f"dataset {info.name!r} ({longest} tokens); set model.max_len >= {longest} or -1"
+            f"model.positional.max_len={model_config.positional.max_len} is shorter than the "
+            f"longest sequence of dataset {info.name!r} ({longest} tokens); set "
+            f"model.positional.max_len >= {longest} or -1"
         )
     if model_config.vocab_size < info.vocab_size:
         raise ValueError(
@@ -71,8 +75,8 @@ def resolve_model_config(config: ml_collections.ConfigDict, info: data.DatasetIn
     return model_config
 
 
-def _fill_image_fields(fields: dict, info: data.DatasetInfo) -> None:
-    """model.image_size and model.num_channels from the dataset when -1, else checked."""
+def _fill_image_fields(vit: dict, info: data.DatasetInfo) -> None:
+    """model.vit.image_size and model.vit.num_channels from the dataset when -1, else checked."""
     height, width, channels = info.image_shape
     if height != width:
         raise ValueError(
@@ -80,27 +84,14 @@ def _fill_image_fields(fields: dict, info: data.DatasetInfo) -> None:
             "set data.image_size to resize them"
         )
     for name, value in (("image_size", height), ("num_channels", channels)):
-        if fields.get(name, -1) == -1:
-            fields[name] = value
-        elif fields[name] != value:
+        if vit[name] == FROM_DATA:
+            vit[name] = value
+        elif vit[name] != value:
             raise ValueError(
-                f"model.{name}={fields[name]} does not match dataset {info.name!r} "
+                f"model.vit.{name}={vit[name]} does not match dataset {info.name!r} "
                 f"({height}x{width}x{channels} images); use -1 to take it from the data"
                 + (" or set data.image_size" if name == "image_size" else "")
             )
-
-
-def check_train_config(train: ml_collections.ConfigDict):
-    for name in ("steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
-        value = train[name]
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"train.{name}={value!r} must be an integer >= 1")
-    steps.threefry_partitionable(train.get("threefry", "auto"), num_devices=1)  # Validates.
-    if train.checkpoint_every % train.log_every:
-        raise ValueError(
-            f"train.checkpoint_every={train.checkpoint_every} must be a multiple of "
-            f"train.log_every={train.log_every}, so a resumed run logs the same windows"
-        )
 
 
 def git_commit() -> str:
@@ -117,7 +108,7 @@ def git_commit() -> str:
 
 
 # Fields that change how, not what, the model computes: a run may resume with another value.
-_SAME_MATH_FIELDS = {"attention_impl"}
+_SAME_MATH_FIELDS = {"attention.impl"}
 
 
 def _check_same_config(workdir: Path, resolved: dict):
@@ -137,6 +128,8 @@ def _check_same_config(workdir: Path, resolved: dict):
         )
     for section in ("model", "data"):
         old, new = previous.get(section, {}), resolved.get(section, {})
+        if section == "model":  # Run directories of any layout compare field by field.
+            old, new = _flatten(upgrade_flat_model_config(old)), _flatten(new)
         compared = (old.keys() & new.keys()) - _SAME_MATH_FIELDS
         changed = sorted(k for k in compared if old[k] != new[k])
         if changed:
@@ -145,6 +138,17 @@ def _check_same_config(workdir: Path, resolved: dict):
                 f"workdir {workdir} holds a run with a different config.{section} ({diffs}); "
                 "use a new --workdir or the same config"
             )
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+    """{"norm": {"kind": "dyt"}} -> {"norm.kind": "dyt"}; None sub-configs stay one field."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def _host_average(window: list[dict]) -> dict[str, float]:
@@ -186,13 +190,12 @@ def evaluate(eval_fn, state, eval_sets) -> dict[str, dict[str, float]]:
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     """Trains and evaluates `config` in `workdir`, resuming it if it holds checkpoints."""
     workdir = Path(workdir).expanduser()
-    train_cfg = config.train
-    check_train_config(train_cfg)
+    train_cfg = TrainConfig.from_dict(config.train.to_dict())
     setup_runtime(train_cfg)  # Multi-host and compilation cache: before any computation.
     check_parallel_config(train_cfg, config.data.batch_size)
     info = data.get_dataset_info(config.data)
     model_config = resolve_model_config(config, info)
-    if model_config.scan_layers and info.kind == "seq2seq" and train_cfg.get("generate_eval", True):
+    if model_config.scan_layers and info.kind == "seq2seq" and train_cfg.generate_eval:
         raise ValueError(
             "model.scan_layers=True cannot decode with the KV cache that train.generate_eval "
             "uses; set train.generate_eval=False or model.scan_layers=False"
@@ -201,7 +204,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     optimizer = make_optimizer(train_cfg, model_config.d_model)
 
     resolved = config.to_dict()
-    resolved["model"] = {**resolved["model"], **model_config.__dict__}
+    resolved["model"] = model_config.to_dict()
+    resolved["train"] = train_cfg.to_dict()
     _check_same_config(workdir, resolved)
     workdir.mkdir(parents=True, exist_ok=True)
     write_json(workdir / "config.json", {**resolved, "git_commit": git_commit()})
@@ -230,7 +234,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     eval_fn = jax.jit(
         functools.partial(steps.eval_step, model=model, diagnostics=train_cfg.diagnostics)
     )
-    if info.kind == "seq2seq" and train_cfg.get("generate_eval", True):
+    if info.kind == "seq2seq" and train_cfg.generate_eval:
         eval_fn = with_generation(eval_fn, model)
     eval_fn = parallel.wrap_eval(eval_fn)
 

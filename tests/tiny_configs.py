@@ -1,0 +1,34 @@
+"""The tiny model and training configs that tests across the suite share.
+
+`tiny_model("decoder_only", {"attention.num_heads": 1}, dtype="bfloat16")`: a small, fast
+config of a family with dotted-path changes (the command-line and sweep syntax) and top-level
+fields. Test modules import it directly (tests/ is on pytest's pythonpath).
+"""
+
+from collections.abc import Mapping
+
+from transformer_jax.config import ModelConfig, TrainConfig
+
+TINY = ModelConfig(vocab_size=13, d_model=16, num_encoder_layers=1, dropout_rate=0.0).override(
+    {"attention.num_heads": 2, "ffn.d_ff": 32, "positional.max_len": 8}
+)
+
+
+def tiny_model(family: str = "decoder_only", changes: Mapping | None = None, **fields):
+    """TINY as `family` (decoder_only: 2 layers), with `changes` (dotted) and `fields`."""
+    return TINY.override({"family": family, **fields, **(changes or {})})
+
+
+def tiny_sgd(**fields) -> TrainConfig:
+    """SGD at a constant rate: parameters move by exactly lr * gradient, so comparing them
+    compares gradients too (Adam's first step is ~lr * sign(gradient), which amplifies rounding
+    noise)."""
+    return TrainConfig(
+        **{
+            "optimizer": "sgd",
+            "schedule": "constant",
+            "warmup_steps": 0,
+            "grad_clip_norm": 0.0,
+            **fields,
+        }
+    )

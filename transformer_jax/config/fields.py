@@ -1,0 +1,126 @@
+"""Checks and conversions shared by every typed config (model, train, data).
+
+A typed config is a frozen dataclass, possibly holding other typed configs (its sub-configs).
+Its dictionary form is nested like the dataclasses, which is also how it appears in
+`config.json` and on the command line (`--config.model.norm.kind=dyt`). Every check names the
+dotted field, the value and what would be valid.
+"""
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+
+def check_choice(field: str, value, choices) -> None:
+    if value not in tuple(choices):
+        raise ValueError(f"{field}={value!r} is not valid; choose one of {list(choices)}")
+
+
+def check_bool(field: str, value) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{field}={value!r} must be True or False")
+
+
+def check_int(field: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{field}={value!r} must be an integer >= {minimum}")
+
+
+def check_float(
+    field: str,
+    value,
+    *,
+    above: float | None = None,
+    at_least: float | None = None,
+    below: float | None = None,
+    at_most: float | None = None,
+) -> None:
+    """A finite number within the given bounds (NaN and infinities never pass)."""
+    valid = isinstance(value, int | float) and not isinstance(value, bool)
+    valid = valid and math.isfinite(value)
+    bounds = []
+    for bound, holds, words in (
+        (above, lambda b: value > b, "> {}"),
+        (at_least, lambda b: value >= b, ">= {}"),
+        (below, lambda b: value < b, "< {}"),
+        (at_most, lambda b: value <= b, "<= {}"),
+    ):
+        if bound is not None:
+            bounds.append(words.format(bound))
+            valid = valid and holds(bound)
+    if not valid:
+        rule = " and ".join(bounds)
+        raise ValueError(f"{field}={value!r} must be a finite number{' ' + rule if rule else ''}")
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def sub_config(cls):
+    """A field holding a sub-config, created with its defaults."""
+    return dataclasses.field(default_factory=cls, metadata={"config": cls})
+
+
+def optional_sub_config(cls):
+    """A field holding a sub-config or None (the feature is off)."""
+    return dataclasses.field(default=None, metadata={"config": cls, "optional": True})
+
+
+def build(cls, fields: Mapping[str, Any], prefix: str):
+    """`cls` from its dictionary form, sub-configs included; unknown fields are rejected."""
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(fields) - set(known))
+    if unknown:
+        raise ValueError(
+            f"unknown config field(s) {[f'{prefix}.{u}' for u in unknown]}; "
+            f"valid fields of {prefix}: {sorted(known)}"
+        )
+    values = {}
+    for name, value in fields.items():
+        sub = known[name].metadata.get("config")
+        if sub is not None and isinstance(value, Mapping):
+            value = build(sub, value, f"{prefix}.{name}")
+        values[name] = value
+    return cls(**values)
+
+
+def to_dict(config) -> dict:
+    """The nested dictionary form of a typed config (None sub-configs stay None)."""
+    return {
+        f.name: to_dict(v) if dataclasses.is_dataclass(v) else v
+        for f in dataclasses.fields(config)
+        for v in [getattr(config, f.name)]
+    }
+
+
+def override(config, changes: Mapping[str, Any], prefix: str):
+    """A copy of `config` with dotted-path changes, as on the command line and in sweep files:
+    `override(model, {"norm.kind": "dyt", "d_model": 64})`."""
+    nested: dict[str, dict] = {}
+    direct = {}
+    for path, value in changes.items():
+        head, _, rest = path.partition(".")
+        if rest:
+            nested.setdefault(head, {})[rest] = value
+        else:
+            direct[head] = value
+    known = {f.name: f for f in dataclasses.fields(config)}
+    for head, sub_changes in nested.items():
+        if head not in known or "config" not in known[head].metadata:
+            raise ValueError(
+                f"{prefix}.{head} is not a sub-config; valid: "
+                f"{sorted(n for n, f in known.items() if 'config' in f.metadata)}"
+            )
+        current = direct.get(head, getattr(config, head))
+        if current is None:
+            current = known[head].metadata["config"]()
+        direct[head] = override(current, sub_changes, f"{prefix}.{head}")
+    unknown = sorted(set(direct) - set(known))
+    if unknown:
+        raise ValueError(
+            f"unknown config field(s) {[f'{prefix}.{u}' for u in unknown]}; "
+            f"valid fields of {prefix}: {sorted(known)}"
+        )
+    return dataclasses.replace(config, **direct)

@@ -1,0 +1,397 @@
+"""The typed model configuration: small frozen sub-configs, one per concern, built once from
+`config.model` and validated before anything compiles.
+
+Layers never see the ml_collections ConfigDict, and each layer receives only its slice:
+attention layers an `AttentionConfig`, norms a `NormConfig`, and so on. The valid names of every
+string switch come from the registry that implements it (`transformer_jax.layers.positional`,
+`.norms`, `.feedforward`, `.attention`, `transformer_jax.models.families`), so adding an option
+there is all it takes for the config to accept it.
+
+Defaults follow the base Transformer of Vaswani et al. (2017) in its choices (post-norm
+LayerNorm, ReLU, sinusoidal positions, 1/sqrt(d_k), scaled and tied embeddings), at a size
+that trains on a laptop CPU.
+"""
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from transformer_jax.config import fields as F
+
+DTYPES = ("float32", "bfloat16", "float16")
+POOLINGS = ("cls", "mean")  # classifier families: a prepended class token, or the mean
+ACT_HALTED = ("freeze", "transform")  # what a halted position's state does in later steps
+REMATS = ("none", "full", "dots_saveable")  # see transformer_jax.models.scan
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionConfig:
+    """Multi-head attention: logits = q.k * scale (Vaswani §3.2; NCCU slides 31-33)."""
+
+    PREFIX: ClassVar[str] = "model.attention"
+
+    num_heads: int = 4
+    num_kv_heads: int = 0  # 0: as many as num_heads. Fewer: grouped-query (1: multi-query).
+    # sqrt_dk: 1/sqrt(d_k); none: 1; constant: 1/temperature; learned: 1/tau_h with a learned
+    # tau per head, initialised to sqrt(d_k). See transformer_jax.layers.attention.SCALES.
+    scale: str = "sqrt_dk"
+    temperature: float = math.sqrt(9487)  # tau for scale="constant" (NCCU slide 33)
+    # auto: einsum on CPUs (faster there), jax elsewhere; jax: jax.nn.dot_product_attention
+    # (XLA or cuDNN kernels); einsum: the readable reference. The same math to rounding.
+    impl: str = "auto"
+    sliding_window: int = 0  # 0: full attention; w >= 1: Longformer-style local window
+    num_global_tokens: int = 0  # leading positions that attend and are attended everywhere
+    dropout_rate: float = 0.0  # on the attention weights
+
+    def __post_init__(self):
+        from transformer_jax.layers.attention import IMPLS, SCALES
+
+        p = self.PREFIX
+        F.check_int(f"{p}.num_heads", self.num_heads, 1)
+        F.check_int(f"{p}.num_kv_heads", self.num_kv_heads, 0)
+        F.check_choice(f"{p}.scale", self.scale, SCALES)
+        F.check_choice(f"{p}.impl", self.impl, IMPLS)
+        F.check_int(f"{p}.sliding_window", self.sliding_window, 0)
+        F.check_int(f"{p}.num_global_tokens", self.num_global_tokens, 0)
+        F.check_float(f"{p}.dropout_rate", self.dropout_rate, at_least=0.0, below=1.0)
+        F.check_float(f"{p}.temperature", self.temperature, above=0.0)
+        if self.num_kv_heads and self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"{p}.num_kv_heads={self.num_kv_heads} must divide {p}.num_heads="
+                f"{self.num_heads}; valid: 0 (same as num_heads) or one of "
+                f"{F.divisors(self.num_heads)}"
+            )
+        if self.num_global_tokens and not self.sliding_window:
+            raise ValueError(
+                f"{p}.num_global_tokens={self.num_global_tokens} only has a meaning with "
+                f"sliding-window attention; set {p}.sliding_window >= 1 or use 0 global tokens"
+            )
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_heads
+
+
+@dataclasses.dataclass(frozen=True)
+class PositionalConfig:
+    """Where tokens sit: see the registry in transformer_jax.layers.positional."""
+
+    PREFIX: ClassVar[str] = "model.positional"
+
+    kind: str = "sinusoidal"  # sinusoidal | learned | rotary | alibi | none | index
+    base: float = 10000.0  # wavelength base of the sinusoidal table and of rotary angles
+    max_len: int = 256  # longest sequence, in tokens; sizes position tables
+
+    def __post_init__(self):
+        from transformer_jax.layers.positional import ENCODINGS
+
+        F.check_choice(f"{self.PREFIX}.kind", self.kind, ENCODINGS.names())
+        F.check_float(f"{self.PREFIX}.base", self.base, above=1.0)
+        F.check_int(f"{self.PREFIX}.max_len", self.max_len, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class NormConfig:
+    """Add & Norm (NCCU slides 57-63): which norm, where, and whether there is a residual."""
+
+    PREFIX: ClassVar[str] = "model.norm"
+
+    kind: str = "layernorm"  # layernorm | rmsnorm | dyt | batchnorm | none
+    position: str = "post"  # post: Norm(x + F(x)) (the paper); pre: x + F(Norm(x))
+    epsilon: float = 1e-6
+    dyt_alpha_init: float = 0.5  # DyT's scalar alpha at initialisation (Zhu et al. 2025)
+    dyt_learnable_alpha: bool = True  # False: alpha stays at dyt_alpha_init (their ablation)
+    residual: bool = True  # False removes every residual connection (NCCU ablation)
+
+    def __post_init__(self):
+        from transformer_jax.layers.norms import NORMS
+
+        p = self.PREFIX
+        F.check_choice(f"{p}.kind", self.kind, NORMS.names())
+        F.check_choice(f"{p}.position", self.position, ("post", "pre"))
+        F.check_float(f"{p}.epsilon", self.epsilon, above=0.0)
+        F.check_float(f"{p}.dyt_alpha_init", self.dyt_alpha_init)
+        F.check_bool(f"{p}.dyt_learnable_alpha", self.dyt_learnable_alpha)
+        F.check_bool(f"{p}.residual", self.residual)
+
+
+@dataclasses.dataclass(frozen=True)
+class FeedForwardConfig:
+    """The position-wise feed-forward network (Vaswani §3.3)."""
+
+    PREFIX: ClassVar[str] = "model.ffn"
+
+    activation: str = "relu"  # relu | gelu | swiglu; see transformer_jax.layers.feedforward
+    d_ff: int = 512  # hidden width
+
+    def __post_init__(self):
+        from transformer_jax.layers.feedforward import ACTIVATIONS
+
+        F.check_choice(f"{self.PREFIX}.activation", self.activation, ACTIVATIONS.names())
+        F.check_int(f"{self.PREFIX}.d_ff", self.d_ff, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbeddingConfig:
+    """Token embeddings (Vaswani §3.4)."""
+
+    PREFIX: ClassVar[str] = "model.embeddings"
+
+    scale: bool = True  # multiply token embeddings by sqrt(d_model)
+    tie_output: bool = True  # output projection = transposed token embedding
+    share_source_target: bool = True  # one table for encoder and decoder tokens
+
+    def __post_init__(self):
+        for name in ("scale", "tie_output", "share_source_target"):
+            F.check_bool(f"{self.PREFIX}.{name}", getattr(self, name))
+
+
+@dataclasses.dataclass(frozen=True)
+class UniversalConfig:
+    """Universal Transformer (Dehghani et al. 2019): every stack is ONE block applied
+    recurrently with shared weights, optionally with Adaptive Computation Time (Graves 2016).
+    See transformer_jax.models.universal. On the command line: model.universal.enabled=True."""
+
+    PREFIX: ClassVar[str] = "model.universal"
+
+    steps: int = 0  # steps (fixed mode) or maximum steps (ACT); 0: the stack's layer count
+    # ACT per position: halt once the summed halting probabilities exceed 1 - act_threshold_eps;
+    # the output is the halting-weighted sum of the states.
+    act: bool = False
+    act_threshold_eps: float = 0.01  # in (0, 1]; 1 makes every position halt after one step
+    # Halting unit p = sigmoid(W s + b), b initialised to this. tensor2tensor's +1 makes most
+    # positions halt after about 2 steps at initialisation; negative delays halting.
+    act_halting_bias_init: float = -1.0
+    act_ponder_cost: float = 0.01  # tau: the loss gains tau * mean(N + R) over real positions
+    # freeze: a halted position's state is copied unchanged to later steps (the paper);
+    # transform: it keeps being transformed, as in tensor2tensor, so what the still-running
+    # positions attend to differs; the halted position's own output is frozen either way.
+    act_halted: str = "freeze"
+
+    def __post_init__(self):
+        p = self.PREFIX
+        F.check_int(f"{p}.steps", self.steps, 0)
+        F.check_bool(f"{p}.act", self.act)
+        F.check_float(f"{p}.act_threshold_eps", self.act_threshold_eps, above=0.0, at_most=1.0)
+        F.check_float(f"{p}.act_halting_bias_init", self.act_halting_bias_init)
+        F.check_float(f"{p}.act_ponder_cost", self.act_ponder_cost, at_least=0.0)
+        F.check_choice(f"{p}.act_halted", self.act_halted, ACT_HALTED)
+
+    def num_steps(self, num_layers: int) -> int:
+        """The (maximum) number of steps of a stack of `num_layers`."""
+        return self.steps or num_layers
+
+
+@dataclasses.dataclass(frozen=True)
+class ViTConfig:
+    """Vision Transformer (Dosovitskiy et al. 2021): square images cut into square,
+    non-overlapping patches. Present exactly when model.family == "vit"."""
+
+    PREFIX: ClassVar[str] = "model.vit"
+
+    image_size: int = 32  # image height = width, in pixels
+    num_channels: int = 3  # colour channels
+    patch_size: int = 4  # patch height = width, in pixels; must divide image_size
+
+    def __post_init__(self):
+        p = self.PREFIX
+        for name in ("image_size", "num_channels", "patch_size"):
+            F.check_int(f"{p}.{name}", getattr(self, name), 1)
+        if self.image_size % self.patch_size:
+            raise ValueError(
+                f"{p}.patch_size={self.patch_size} must divide {p}.image_size="
+                f"{self.image_size}; valid patch sizes: {F.divisors(self.image_size)}"
+            )
+
+    @property
+    def grid_size(self) -> int:
+        """Patches per side, image_size / patch_size."""
+        return self.image_size // self.patch_size
+
+    @property
+    def num_patches(self) -> int:
+        return self.grid_size**2
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Every architectural switch of the models in `transformer_jax.models`, by concern."""
+
+    PREFIX: ClassVar[str] = "model"
+
+    family: str = "encoder_decoder"  # see transformer_jax.models.families
+    vocab_size: int = 32  # token ids, including PAD=0, BOS=1, EOS=2
+    num_classes: int = 0  # classifier families: size of the label set
+    d_model: int = 128
+    num_encoder_layers: int = 2
+    num_decoder_layers: int = 2
+    dropout_rate: float = 0.1  # embeddings and residual branches (the paper's P_drop)
+    pooling: str = "cls"  # classifier families: a prepended class token, or the mean
+    dtype: str = "float32"  # compute dtype; parameters, softmax, logits and loss stay float32
+    # Scale-out (no effect on the math): one nn.scan over identical layers (fast compiles of deep
+    # stacks; parameters stacked under "layers"), and which activations each layer saves for
+    # the backward pass: none (remat off), full (recompute everything), dots_saveable.
+    scan_layers: bool = False
+    remat: str = "none"
+
+    attention: AttentionConfig = F.sub_config(AttentionConfig)
+    positional: PositionalConfig = F.sub_config(PositionalConfig)
+    norm: NormConfig = F.sub_config(NormConfig)
+    ffn: FeedForwardConfig = F.sub_config(FeedForwardConfig)
+    embeddings: EmbeddingConfig = F.sub_config(EmbeddingConfig)
+    universal: UniversalConfig | None = F.optional_sub_config(UniversalConfig)  # None: off
+    vit: ViTConfig | None = F.optional_sub_config(ViTConfig)  # exactly when family == "vit"
+
+    def __post_init__(self):
+        from transformer_jax.models.families import FAMILIES
+
+        family = FAMILIES[self.family]  # raises, naming the valid families
+        F.check_choice("model.pooling", self.pooling, POOLINGS)
+        F.check_choice("model.dtype", self.dtype, DTYPES)
+        F.check_choice("model.remat", self.remat, REMATS)
+        F.check_bool("model.scan_layers", self.scan_layers)
+        F.check_int("model.d_model", self.d_model, 1)
+        F.check_int("model.num_encoder_layers", self.num_encoder_layers, 0)
+        F.check_int("model.num_decoder_layers", self.num_decoder_layers, 0)
+        F.check_float("model.dropout_rate", self.dropout_rate, at_least=0.0, below=1.0)
+        if not family.reads_images:  # a ViT reads pixels, not token ids
+            F.check_int("model.vocab_size", self.vocab_size, 1)
+        if self.d_model % self.attention.num_heads:
+            raise ValueError(
+                f"model.d_model={self.d_model} must be divisible by model.attention.num_heads="
+                f"{self.attention.num_heads}; valid num_heads: {F.divisors(self.d_model)}"
+            )
+        if self.positional.kind == "rotary" and self.head_dim % 2:
+            raise ValueError(
+                "model.positional.kind='rotary' rotates pairs of dimensions, so the head "
+                f"dimension d_model/num_heads={self.head_dim} must be even"
+            )
+        family.check(self)
+        if (self.vit is None) == family.reads_images:
+            raise ValueError(
+                f"model.vit={self.vit!r} must be set exactly when model.family='vit' "
+                f"(model.family={self.family!r})"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.attention.num_heads
+
+    @classmethod
+    def from_dict(cls, fields: Mapping[str, Any]) -> "ModelConfig":
+        """From `config.model.to_dict()` or a run's config.json, rejecting unknown fields.
+
+        `universal.enabled` switches the Universal Transformer on (False: universal is None);
+        `vit` is kept for the vit family only. Flat configs written before the sub-configs
+        (run directories up to commit 92893b4) are converted: see `upgrade_flat_model_config`.
+        """
+        fields = upgrade_flat_model_config(dict(fields))
+        universal = fields.get("universal")
+        if isinstance(universal, Mapping):
+            universal = dict(universal)
+            if not universal.pop("enabled", True):
+                _check_unused("model.universal", universal, UniversalConfig, "enabled=True")
+                universal = None
+            fields["universal"] = universal
+        if isinstance(fields.get("vit"), Mapping) and fields.get("family") != "vit":
+            _check_unused("model.vit", fields["vit"], ViTConfig, "model.family='vit'", skip=-1)
+            fields["vit"] = None
+        return F.build(cls, fields, "model")
+
+    def to_dict(self) -> dict:
+        """The nested dictionary form, as written to config.json (from_dict reads it back)."""
+        out = F.to_dict(self)
+        if out["universal"] is not None:
+            out["universal"] = {"enabled": True, **out["universal"]}
+        return out
+
+    def override(self, changes: Mapping[str, Any]) -> "ModelConfig":
+        """A copy with dotted-path changes, the syntax of the command line and of sweep files:
+        `config.override({"norm.kind": "dyt", "attention.scale": "none"})`.
+        `universal.enabled` switches the Universal Transformer on or off, as there; setting
+        another `universal.*` field switches it on."""
+        changes = dict(changes)
+        enabled = changes.pop("universal.enabled", None)
+        config = self
+        if enabled is not None:
+            F.check_bool("model.universal.enabled", enabled)
+            if not enabled and any(k.startswith("universal.") for k in changes):
+                raise ValueError(
+                    f"model.universal.* changes {sorted(changes)} have no effect with "
+                    "model.universal.enabled=False"
+                )
+            config = self.replace(
+                universal=(self.universal or UniversalConfig()) if enabled else None
+            )
+        return F.override(config, changes, "model")
+
+    def replace(self, **changes) -> "ModelConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def _check_unused(prefix: str, values: Mapping, cls, needs: str, skip: int | None = None):
+    """Fields of a switched-off sub-config must keep their defaults: a set value would be
+    silently ignored otherwise. `skip`: a placeholder value (-1: from the data) also allowed."""
+    defaults = F.to_dict(cls())
+    for name, value in values.items():
+        if name in defaults and value not in (defaults[name], skip):
+            raise ValueError(
+                f"{prefix}.{name}={value!r} has no effect unless {needs}; set it or leave "
+                f"{prefix}.{name} at {defaults[name]!r}"
+            )
+
+
+# Flat model fields of run directories written before the sub-configs -> their new paths.
+_FLAT_FIELDS = {
+    "num_heads": "attention.num_heads",
+    "num_kv_heads": "attention.num_kv_heads",
+    "attention_scale": "attention.scale",
+    "attention_temperature": "attention.temperature",
+    "attention_impl": "attention.impl",
+    "sliding_window": "attention.sliding_window",
+    "num_global_tokens": "attention.num_global_tokens",
+    "attention_dropout_rate": "attention.dropout_rate",
+    "positional": "positional.kind",
+    "rotary_base": "positional.base",
+    "max_len": "positional.max_len",
+    "norm": "norm.kind",
+    "norm_position": "norm.position",
+    "norm_epsilon": "norm.epsilon",
+    "dyt_alpha_init": "norm.dyt_alpha_init",
+    "dyt_learnable_alpha": "norm.dyt_learnable_alpha",
+    "residual": "norm.residual",
+    "activation": "ffn.activation",
+    "d_ff": "ffn.d_ff",
+    "scale_embeddings": "embeddings.scale",
+    "tie_output_embeddings": "embeddings.tie_output",
+    "share_source_target_embeddings": "embeddings.share_source_target",
+    "universal": "universal.enabled",
+    "ut_steps": "universal.steps",
+    "act": "universal.act",
+    "act_threshold_eps": "universal.act_threshold_eps",
+    "act_halting_bias_init": "universal.act_halting_bias_init",
+    "act_ponder_cost": "universal.act_ponder_cost",
+    "act_halted": "universal.act_halted",
+    "image_size": "vit.image_size",
+    "num_channels": "vit.num_channels",
+    "patch_size": "vit.patch_size",
+}
+
+
+def upgrade_flat_model_config(fields: dict) -> dict:
+    """A model dict in the flat layout of commits up to 92893b4 -> the nested one (unchanged
+    when already nested). The parameter trees are the same in both layouts, so old checkpoints
+    load as they are."""
+    if not any(isinstance(fields.get(k), bool | str | int | float) for k in ("norm", "universal")):
+        return fields  # nested: norm and universal are sub-dicts (or universal is None)
+    nested: dict[str, Any] = {}
+    for name, value in fields.items():
+        head, _, rest = _FLAT_FIELDS.get(name, name).partition(".")
+        if rest:
+            nested.setdefault(head, {})[rest] = value
+        else:
+            nested[head] = value
+    if fields.get("family") != "vit":
+        nested.pop("vit", None)
+    return nested

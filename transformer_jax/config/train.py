@@ -1,0 +1,115 @@
+"""The typed training configuration: built once from `config.train`, the one source of its
+defaults (the ConfigDict of every config file is made from this dataclass)."""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from transformer_jax.config import fields as F
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+SCHEDULES = ("rsqrt", "cosine", "constant")
+PARALLELISMS = ("jit", "pmap")
+THREEFRY_MODES = ("auto", "partitionable", "sequential")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Optimizer, schedule, logging cadence and scale-out of a training run."""
+
+    PREFIX: ClassVar[str] = "train"
+
+    steps: int = 2000  # optimizer updates in the whole run
+    optimizer: str = "adam"  # adam | adamw | sgd
+    learning_rate: float = 1e-3  # peak rate (cosine/constant) or multiplier of the paper's (rsqrt)
+    schedule: str = "cosine"  # rsqrt (the paper's warmup + 1/sqrt) | cosine | constant
+    warmup_steps: int = 200  # linear warmup, in steps
+    b1: float = 0.9  # Adam beta1
+    b2: float = 0.98  # Adam beta2 (the paper: 0.98)
+    eps: float = 1e-9  # Adam epsilon (the paper: 1e-9)
+    weight_decay: float = 0.0  # decoupled weight decay, adamw only
+    momentum: float = 0.0  # heavy-ball momentum, sgd only
+    grad_clip_norm: float = 1.0  # clip the global gradient norm; 0 = no clipping
+    label_smoothing: float = 0.0  # the paper: 0.1
+    log_every: int = 50  # steps between train-metric log lines
+    eval_every: int = 500  # steps between evaluations (and at the end)
+    eval_examples: int = 0  # examples per eval split; 0 = the whole split
+    checkpoint_every: int = 500  # steps between checkpoints (a multiple of log_every)
+    keep_checkpoints: int = 2  # newest checkpoints kept on disk
+    diagnostics: bool = True  # attention entropy / max weight / logit std per layer at eval
+    # seq2seq only (ignored otherwise): also greedy-decode every eval batch, the decoder reading
+    # its own outputs, and log gen_seq_accuracy, the fraction of outputs equal to the target.
+    generate_eval: bool = True
+    # Scale-out (see transformer_jax.train.parallel). data.batch_size is the global batch: it
+    # must divide evenly over the devices (and the micro-batches).
+    parallelism: str = "jit"  # jit: one program over a device mesh (GSPMD) | pmap: replicated
+    fsdp: int = 1  # jit only: mesh axis size that shards parameters and optimizer state (ZeRO-3)
+    grad_accum_steps: int = 1  # micro-batches per update; the update equals one full-batch step
+    distributed: bool = False  # multi-host: call jax.distributed.initialize() first (TPU pods)
+    compilation_cache_dir: str = ""  # persistent XLA compilation cache directory; "" = off
+    # Dropout's random bits: "partitionable" (the same masks however the batch is sharded),
+    # "sequential" (4-5x faster on CPUs) or "auto" (sequential on one device); see train/step.py.
+    threefry: str = "auto"
+
+    def __post_init__(self):
+        for name in ("steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
+            F.check_int(f"train.{name}", getattr(self, name), 1)
+        for name in ("warmup_steps", "eval_examples"):
+            F.check_int(f"train.{name}", getattr(self, name), 0)
+        for name in ("fsdp", "grad_accum_steps"):
+            F.check_int(f"train.{name}", getattr(self, name), 1)
+        F.check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
+        F.check_choice("train.schedule", self.schedule, SCHEDULES)
+        F.check_choice("train.parallelism", self.parallelism, PARALLELISMS)
+        F.check_choice("train.threefry", self.threefry, THREEFRY_MODES)
+        F.check_float("train.learning_rate", self.learning_rate, above=0.0)
+        for name in ("b1", "b2", "momentum", "label_smoothing"):
+            F.check_float(f"train.{name}", getattr(self, name), at_least=0.0, below=1.0)
+        F.check_float("train.eps", self.eps, above=0.0)
+        F.check_float("train.weight_decay", self.weight_decay, at_least=0.0)
+        F.check_float("train.grad_clip_norm", self.grad_clip_norm, at_least=0.0)
+        for name in ("diagnostics", "generate_eval", "distributed"):
+            F.check_bool(f"train.{name}", getattr(self, name))
+        if not isinstance(self.compilation_cache_dir, str):
+            raise ValueError(
+                f"train.compilation_cache_dir={self.compilation_cache_dir!r} must be a "
+                "directory path or '' (off)"
+            )
+        self._check_combinations()
+
+    def _check_combinations(self):
+        if self.weight_decay and self.optimizer != "adamw":
+            raise ValueError(
+                f"train.weight_decay={self.weight_decay} needs train.optimizer='adamw', not "
+                f"{self.optimizer!r}; valid for {self.optimizer!r}: 0.0"
+            )
+        if self.momentum and self.optimizer != "sgd":
+            raise ValueError(
+                f"train.momentum={self.momentum} applies to train.optimizer='sgd' only; "
+                f"valid for {self.optimizer!r}: 0.0"
+            )
+        if self.schedule == "cosine" and self.warmup_steps >= self.steps:
+            raise ValueError(
+                f"train.warmup_steps={self.warmup_steps} must be < train.steps={self.steps} "
+                "for the cosine schedule"
+            )
+        if self.checkpoint_every % self.log_every:
+            raise ValueError(
+                f"train.checkpoint_every={self.checkpoint_every} must be a multiple of "
+                f"train.log_every={self.log_every}, so a resumed run logs the same windows"
+            )
+        if self.fsdp > 1 and self.parallelism != "jit":
+            raise ValueError(
+                f"train.fsdp={self.fsdp} needs train.parallelism='jit', not {self.parallelism!r}"
+            )
+
+    @classmethod
+    def from_dict(cls, fields: Mapping[str, Any]) -> "TrainConfig":
+        """From `config.train.to_dict()` or a run's config.json, rejecting unknown fields."""
+        return F.build(cls, fields, "train")
+
+    def to_dict(self) -> dict:
+        return F.to_dict(self)
+
+    def replace(self, **changes) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
