@@ -8,7 +8,6 @@ append ",quick" (or pass just "quick") to shrink further.
 
 from transformer_jax import defaults
 
-
 TASKS = ("reverse", "copy", "sort", "addition")
 
 
