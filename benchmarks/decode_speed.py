@@ -18,7 +18,12 @@ import jax
 import jax.numpy as jnp
 
 from transformer_jax import decoding
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import (
+    AttentionConfig,
+    FeedForwardConfig,
+    ModelConfig,
+    PositionalConfig,
+)
 from transformer_jax.data.info import EOS_ID
 from transformer_jax.models import build_model
 
@@ -67,10 +72,10 @@ def main():
         family="decoder_only",
         vocab_size=64,
         d_model=args.d_model,
-        num_heads=4,
-        d_ff=4 * args.d_model,
+        attention=AttentionConfig(num_heads=4),
+        ffn=FeedForwardConfig(d_ff=4 * args.d_model),
         num_decoder_layers=args.layers,
-        max_len=args.new_tokens,
+        positional=PositionalConfig(max_len=args.new_tokens),
         dropout_rate=0.0,
     )
     model = build_model(config)

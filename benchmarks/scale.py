@@ -15,8 +15,13 @@ import time
 import jax
 import numpy as np
 
-from transformer_jax import defaults
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import (
+    AttentionConfig,
+    FeedForwardConfig,
+    ModelConfig,
+    PositionalConfig,
+    TrainConfig,
+)
 from transformer_jax.models import build_model
 from transformer_jax.train import parallel as par
 from transformer_jax.train import step as steps
@@ -28,15 +33,15 @@ def setup(layers: int, *, batch: int, seq: int, d_model: int, **fields):
         family="decoder_only",
         vocab_size=256,
         d_model=d_model,
-        num_heads=4,
-        d_ff=4 * d_model,
+        attention=AttentionConfig(num_heads=4),
+        ffn=FeedForwardConfig(d_ff=4 * d_model),
         num_decoder_layers=layers,
-        max_len=seq,
+        positional=PositionalConfig(max_len=seq),
         dropout_rate=0.0,
         **fields,
     )
     model = build_model(cfg)
-    optimizer = make_optimizer(defaults.train_config(), cfg.d_model)
+    optimizer = make_optimizer(TrainConfig(), cfg.d_model)
     targets = np.random.default_rng(0).integers(3, 256, size=(batch, seq)).astype(np.int32)
     data = {"targets": targets, "example_weights": np.ones(batch, np.float32)}
     state = jax.eval_shape(lambda: steps.init_state(model, optimizer, data, jax.random.key(0)))

@@ -6,7 +6,8 @@
               bfloat16 compute, batch 16 (for a GPU or TPU)
 
 All train with AdamW, a cosine schedule and global-norm clipping, as `configs/char_lm.py`; any
-field can be overridden on the command line (--config.model.norm=rmsnorm, --config.batch_size=8).
+field can be overridden on the command line (--config.model.norm.kind=rmsnorm,
+--config.batch_size=8).
 """
 
 import ml_collections
@@ -14,11 +15,23 @@ import ml_collections
 from transformer_jax import defaults
 
 PRESETS = {
-    "small": dict(d_model=128, num_heads=4, num_decoder_layers=4, seq_len=128, batch_size=32),
-    "medium": dict(d_model=384, num_heads=6, num_decoder_layers=6, seq_len=256, batch_size=8),
+    "small": {
+        "d_model": 128,
+        "attention.num_heads": 4,
+        "num_decoder_layers": 4,
+        "seq_len": 128,
+        "batch_size": 32,
+    },
+    "medium": {
+        "d_model": 384,
+        "attention.num_heads": 6,
+        "num_decoder_layers": 6,
+        "seq_len": 256,
+        "batch_size": 8,
+    },
     "gpt2_small": dict(
         d_model=768,
-        num_heads=12,
+        **{"attention.num_heads": 12},
         num_decoder_layers=12,
         seq_len=1024,
         batch_size=16,
@@ -39,19 +52,20 @@ def get_config(arg: str | None = None):
     config.batch_size = preset.pop("batch_size")
     config.warmup_steps = 3  # untimed steps after compiling
     config.timed_steps = 20  # the step time is their median
-    config.model = defaults.model_config()
-    config.model.update(
-        family="decoder_only",
-        vocab_size=preset.pop("vocab_size", 256),
-        d_ff=4 * preset["d_model"],
-        max_len=config.seq_len,
-        norm_position="pre",
-        activation="gelu",
-        tie_output_embeddings=False,
-        scale_embeddings=False,
-        positional="learned",
-        dropout_rate=0.1,
-        **preset,
+    config.model = defaults.model_config(
+        **{
+            "family": "decoder_only",
+            "vocab_size": preset.pop("vocab_size", 256),
+            "ffn.d_ff": 4 * preset["d_model"],
+            "ffn.activation": "gelu",
+            "positional.max_len": config.seq_len,
+            "positional.kind": "learned",
+            "norm.position": "pre",
+            "embeddings.tie_output": False,
+            "embeddings.scale": False,
+            "dropout_rate": 0.1,
+            **preset,
+        }
     )
     config.train = defaults.train_config()
     config.train.update(optimizer="adamw", weight_decay=0.1, warmup_steps=10, steps=1000)

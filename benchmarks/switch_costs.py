@@ -18,8 +18,7 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
-from benchmarks.timing import JaxRunner, run_rounds, synthetic_batches
-from transformer_jax.config import ModelConfig
+from benchmarks.timing import JaxRunner, run_rounds, synthetic_batches, typed_configs
 from transformer_jax.train import host_memory
 from transformer_jax.train.trainer import git_commit
 
@@ -30,36 +29,44 @@ _ROUNDS = flags.DEFINE_integer("rounds", 6, "Timing rounds.")
 _ROUND_STEPS = flags.DEFINE_integer("round_steps", 3, "Timed steps per variant per round.")
 _OUT = flags.DEFINE_string("out", "", "Markdown file to write the table to.")
 
-# (label, model overrides): one switch each, away from the baseline (speed_configs.py).
+# (label, model overrides as dotted paths, as on the command line): one switch each, away from
+# the baseline (speed_configs.py).
 VARIANTS = [
     ("baseline (auto attention, learned positions, pre-LayerNorm, GELU, dropout 0.1)", {}),
-    ("attention_impl=jax (jax.nn.dot_product_attention)", {"attention_impl": "jax"}),
-    ("attention_scale=none", {"attention_scale": "none"}),
-    ("attention_scale=learned", {"attention_scale": "learned"}),
-    ("num_kv_heads=1 (multi-query)", {"num_kv_heads": 1}),
-    ("num_kv_heads=2 (grouped-query)", {"num_kv_heads": 2}),
-    ("sliding_window=32", {"sliding_window": 32}),
-    ("sliding_window=32, num_global_tokens=4", {"sliding_window": 32, "num_global_tokens": 4}),
-    ("positional=sinusoidal", {"positional": "sinusoidal"}),
-    ("positional=rotary", {"positional": "rotary"}),
-    ("positional=alibi", {"positional": "alibi"}),
-    ("positional=none", {"positional": "none"}),
-    ("norm=rmsnorm", {"norm": "rmsnorm"}),
-    ("norm=dyt", {"norm": "dyt"}),
-    ("norm=batchnorm", {"norm": "batchnorm"}),
-    ("norm=none", {"norm": "none"}),
-    ("norm_position=post", {"norm_position": "post"}),
-    ("residual=False", {"residual": False}),
-    ("activation=relu", {"activation": "relu"}),
-    ("activation=swiglu", {"activation": "swiglu"}),
-    ("tie_output_embeddings=True", {"tie_output_embeddings": True}),
+    ("attention.impl=jax (jax.nn.dot_product_attention)", {"attention.impl": "jax"}),
+    ("attention.scale=none", {"attention.scale": "none"}),
+    ("attention.scale=learned", {"attention.scale": "learned"}),
+    ("attention.num_kv_heads=1 (multi-query)", {"attention.num_kv_heads": 1}),
+    ("attention.num_kv_heads=2 (grouped-query)", {"attention.num_kv_heads": 2}),
+    ("attention.sliding_window=32", {"attention.sliding_window": 32}),
+    (
+        "attention.sliding_window=32, attention.num_global_tokens=4",
+        {"attention.sliding_window": 32, "attention.num_global_tokens": 4},
+    ),
+    ("positional.kind=sinusoidal", {"positional.kind": "sinusoidal"}),
+    ("positional.kind=rotary", {"positional.kind": "rotary"}),
+    ("positional.kind=alibi", {"positional.kind": "alibi"}),
+    ("positional.kind=none", {"positional.kind": "none"}),
+    ("norm.kind=rmsnorm", {"norm.kind": "rmsnorm"}),
+    ("norm.kind=dyt", {"norm.kind": "dyt"}),
+    ("norm.kind=batchnorm", {"norm.kind": "batchnorm"}),
+    ("norm.kind=none", {"norm.kind": "none"}),
+    ("norm.position=post", {"norm.position": "post"}),
+    ("norm.residual=False", {"norm.residual": False}),
+    ("ffn.activation=relu", {"ffn.activation": "relu"}),
+    ("ffn.activation=swiglu", {"ffn.activation": "swiglu"}),
+    ("embeddings.tie_output=True", {"embeddings.tie_output": True}),
     ("dropout_rate=0", {"dropout_rate": 0.0}),
-    ("attention_dropout_rate=0.1", {"attention_dropout_rate": 0.1}),
+    ("attention.dropout_rate=0.1", {"attention.dropout_rate": 0.1}),
     ("scan_layers=True", {"scan_layers": True}),
     ("remat=full", {"remat": "full"}),
     ("remat=dots_saveable", {"remat": "dots_saveable"}),
-    ("universal=True (4 steps, one shared block)", {"universal": True, "ut_steps": 4}),
-    ("universal=True, act=True", {"universal": True, "ut_steps": 4, "act": True}),
+    # Setting a universal.* field switches the Universal Transformer on (universal.enabled=True).
+    ("universal.enabled=True (4 steps, one shared block)", {"universal.steps": 4}),
+    (
+        "universal.enabled=True, universal.act=True",
+        {"universal.steps": 4, "universal.act": True},
+    ),
     ("dtype=bfloat16", {"dtype": "bfloat16"}),
 ]
 
@@ -68,14 +75,14 @@ def main(argv):
     del argv
     host_memory.reuse_freed_memory()
     config = _CONFIG.value
-    configs = {}
-    for label, overrides in VARIANTS:  # All validated before anything compiles.
-        configs[label] = ModelConfig(**{**config.model.to_dict(), **overrides})
+    base, train_config = typed_configs(config)
+    # All validated before anything compiles.
+    configs = {label: base.override(overrides) for label, overrides in VARIANTS}
     baseline = VARIANTS[0][0]
     batches = synthetic_batches(configs[baseline], config.batch_size, config.seq_len, count=4)
     runners = {}
     for label, cfg in configs.items():
-        runners[label] = JaxRunner(cfg, config.train, batches[0])
+        runners[label] = JaxRunner(cfg, train_config, batches[0])
         print(f"compiled {label} in {runners[label].compile_s:.1f} s", flush=True)
     steps = _ROUNDS.value * _ROUND_STEPS.value
     times = run_rounds(runners, batches, 2, steps, _ROUND_STEPS.value)

@@ -8,10 +8,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import ModelConfig, TrainConfig
 from transformer_jax.models import build_model
 from transformer_jax.train import step as steps
 from transformer_jax.train.optimizer import make_optimizer
+
+
+def typed_configs(config) -> tuple[ModelConfig, TrainConfig]:
+    """The typed model and train configs of a benchmark config (`speed_configs.get_config`),
+    validated before anything compiles."""
+    return ModelConfig.from_dict(config.model.to_dict()), TrainConfig.from_dict(
+        config.train.to_dict()
+    )
 
 
 def model_flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
@@ -25,9 +33,10 @@ def model_flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
     """
     if cfg.family != "decoder_only":
         raise ValueError(f"model.family={cfg.family!r}: FLOPs are counted for decoder_only only")
-    inner, kv_inner = cfg.num_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
-    ffn_matrices = 3 if cfg.activation == "swiglu" else 2
-    per_layer = cfg.d_model * (2 * inner + 2 * kv_inner) + ffn_matrices * cfg.d_model * cfg.d_ff
+    attention, ffn = cfg.attention, cfg.ffn
+    inner, kv_inner = attention.num_heads * cfg.head_dim, attention.kv_heads * cfg.head_dim
+    ffn_matrices = 3 if ffn.activation == "swiglu" else 2
+    per_layer = cfg.d_model * (2 * inner + 2 * kv_inner) + ffn_matrices * cfg.d_model * ffn.d_ff
     matmul_weights = cfg.num_decoder_layers * per_layer + cfg.d_model * cfg.vocab_size
     attention = 12 * cfg.num_decoder_layers * seq_len * inner
     return 6 * matmul_weights + attention
@@ -62,7 +71,7 @@ def synthetic_batches(cfg: ModelConfig, batch_size: int, seq_len: int, count: in
 class JaxRunner:
     """The trainer's step, compiled ahead of time so that compilation is timed on its own."""
 
-    def __init__(self, cfg: ModelConfig, train_config, batch):
+    def __init__(self, cfg: ModelConfig, train_config: TrainConfig, batch):
         self.model = build_model(cfg)
         self.optimizer = make_optimizer(train_config, cfg.d_model)
         self.state = steps.init_state(self.model, self.optimizer, batch, jax.random.key(0))

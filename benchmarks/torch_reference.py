@@ -5,8 +5,9 @@ optimizer and learning rates as `transformer_jax`, so that `benchmarks/train_spe
 compares two implementations of one computation, not two models. Attention uses
 `F.scaled_dot_product_attention` (PyTorch's fused kernels), as a PyTorch user would write it.
 
-PyTorch is a benchmark-only dependency: `pip install torch`. Only the configurations a GPT-style
-model needs are covered; anything else raises a ValueError naming the field.
+PyTorch is a benchmark-only dependency: `pip install -r requirements-bench.txt`. Only the
+configurations a GPT-style model needs are covered; anything else raises a ValueError naming the
+(dotted) field.
 """
 
 import math
@@ -17,23 +18,30 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import ModelConfig, TrainConfig
 from transformer_jax.train.optimizer import make_schedule
 
+# Dotted model fields (as on the command line) -> the values the PyTorch model implements.
 SUPPORTED = {
     "family": ("decoder_only",),
-    "positional": ("learned", "sinusoidal", "none"),
-    "norm": ("layernorm", "rmsnorm"),
-    "attention_scale": ("sqrt_dk",),
-    "sliding_window": (0,),
-    "universal": (False,),
-    "residual": (True,),
+    "positional.kind": ("learned", "sinusoidal", "none"),
+    "norm.kind": ("layernorm", "rmsnorm"),
+    "norm.residual": (True,),
+    "attention.scale": ("sqrt_dk",),
+    "attention.sliding_window": (0,),
+    "universal": (None,),  # None: the Universal Transformer is off
 }
+
+
+def _field(cfg: ModelConfig, path: str):
+    for name in path.split("."):
+        cfg = getattr(cfg, name)
+    return cfg
 
 
 def check_supported(cfg: ModelConfig) -> None:
     for field, valid in SUPPORTED.items():
-        value = getattr(cfg, field)
+        value = _field(cfg, field)
         if value not in valid:
             raise ValueError(
                 f"model.{field}={value!r} has no PyTorch reference; valid: {list(valid)}"
@@ -41,16 +49,17 @@ def check_supported(cfg: ModelConfig) -> None:
 
 
 def _norm(cfg: ModelConfig) -> nn.Module:
-    if cfg.norm == "rmsnorm":
-        return nn.RMSNorm(cfg.d_model, eps=1e-6)
-    return nn.LayerNorm(cfg.d_model, eps=1e-6)
+    if cfg.norm.kind == "rmsnorm":
+        return nn.RMSNorm(cfg.d_model, eps=cfg.norm.epsilon)
+    return nn.LayerNorm(cfg.d_model, eps=cfg.norm.epsilon)
 
 
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        inner, kv_inner = cfg.num_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+        heads, kv_heads = cfg.attention.num_heads, cfg.attention.kv_heads
+        inner, kv_inner = heads * cfg.head_dim, kv_heads * cfg.head_dim
         self.query = nn.Linear(cfg.d_model, inner)
         self.key = nn.Linear(cfg.d_model, kv_inner)
         self.value = nn.Linear(cfg.d_model, kv_inner)
@@ -62,16 +71,17 @@ class Attention(nn.Module):
         def heads(x, n):  # (B, T, n * H) -> (B, n, T, H)
             return x.view(batch, length, n, cfg.head_dim).transpose(1, 2)
 
-        q = heads(self.query(x_BTD), cfg.num_heads)
-        k = heads(self.key(x_BTD), cfg.kv_heads)
-        v = heads(self.value(x_BTD), cfg.kv_heads)
+        attention = cfg.attention
+        q = heads(self.query(x_BTD), attention.num_heads)
+        k = heads(self.key(x_BTD), attention.kv_heads)
+        v = heads(self.value(x_BTD), attention.kv_heads)
         out = F.scaled_dot_product_attention(
             q,
             k,
             v,
             is_causal=True,
-            dropout_p=cfg.attention_dropout_rate if self.training else 0.0,
-            enable_gqa=cfg.kv_heads != cfg.num_heads,
+            dropout_p=attention.dropout_rate if self.training else 0.0,
+            enable_gqa=attention.kv_heads != attention.num_heads,
         )
         return self.out(out.transpose(1, 2).reshape(batch, length, -1))
 
@@ -79,11 +89,11 @@ class Attention(nn.Module):
 class FeedForward(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.activation = cfg.activation
-        self.wi = nn.Linear(cfg.d_model, cfg.d_ff)
-        if cfg.activation == "swiglu":
-            self.wg = nn.Linear(cfg.d_model, cfg.d_ff)
-        self.wo = nn.Linear(cfg.d_ff, cfg.d_model)
+        self.activation, d_ff = cfg.ffn.activation, cfg.ffn.d_ff
+        self.wi = nn.Linear(cfg.d_model, d_ff)
+        if self.activation == "swiglu":
+            self.wg = nn.Linear(cfg.d_model, d_ff)
+        self.wo = nn.Linear(d_ff, cfg.d_model)
 
     def forward(self, x):
         h = self.wi(x)
@@ -99,7 +109,7 @@ class FeedForward(nn.Module):
 class Block(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.pre = cfg.norm_position == "pre"
+        self.pre = cfg.norm.position == "pre"
         self.norm_attention, self.norm_ffn = _norm(cfg), _norm(cfg)
         self.self_attention, self.ffn = Attention(cfg), FeedForward(cfg)
         self.dropout = nn.Dropout(cfg.dropout_rate)
@@ -122,34 +132,36 @@ class DecoderOnly(nn.Module):
         check_supported(cfg)
         self.cfg = cfg
         self.embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        if cfg.positional == "learned":
-            self.positional = nn.Embedding(cfg.max_len, cfg.d_model)
-        elif cfg.positional == "sinusoidal":
+        positional = cfg.positional
+        if positional.kind == "learned":
+            self.positional = nn.Embedding(positional.max_len, cfg.d_model)
+        elif positional.kind == "sinusoidal":
             from transformer_jax.layers.positional import sinusoidal_table
 
-            table = torch.from_numpy(sinusoidal_table(cfg.max_len, cfg.d_model))
+            table = sinusoidal_table(positional.max_len, cfg.d_model, positional.base)
+            table = torch.from_numpy(table)
             self.register_buffer("sinusoidal", table, persistent=False)
         self.dropout = nn.Dropout(cfg.dropout_rate)
         self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.num_decoder_layers))
-        self.final_norm = _norm(cfg) if cfg.norm_position == "pre" else None
-        if not cfg.tie_output_embeddings:
+        self.final_norm = _norm(cfg) if cfg.norm.position == "pre" else None
+        if not cfg.embeddings.tie_output:
             self.output = nn.Linear(cfg.d_model, cfg.vocab_size)
 
     def forward(self, ids_BT):
         cfg, length = self.cfg, ids_BT.shape[1]
         x = self.embedding(ids_BT)
-        if cfg.scale_embeddings:
+        if cfg.embeddings.scale:
             x = x * math.sqrt(cfg.d_model)
-        if cfg.positional == "learned":
+        if cfg.positional.kind == "learned":
             x = x + self.positional.weight[:length]
-        elif cfg.positional == "sinusoidal":
+        elif cfg.positional.kind == "sinusoidal":
             x = x + self.sinusoidal[:length]
         x = self.dropout(x)
         for layer in self.layers:
             x = layer(x)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        if cfg.tie_output_embeddings:
+        if cfg.embeddings.tie_output:
             return x @ self.embedding.weight.T
         return self.output(x)
 
@@ -202,7 +214,7 @@ def load_jax_params(model: DecoderOnly, params) -> None:
     model.load_state_dict(state)
 
 
-def make_optimizer(model: DecoderOnly, train_config) -> torch.optim.Optimizer:
+def make_optimizer(model: DecoderOnly, train_config: TrainConfig) -> torch.optim.Optimizer:
     """Adam / AdamW with the config's betas, eps and decay (not on biases and norm scales, as
     `transformer_jax.train.optimizer.decay_mask`), PyTorch's default implementation."""
     name = train_config.optimizer
@@ -220,7 +232,7 @@ def make_optimizer(model: DecoderOnly, train_config) -> torch.optim.Optimizer:
     return torch.optim.AdamW(groups, lr=train_config.learning_rate, betas=betas, eps=eps)
 
 
-def make_train_step(model: DecoderOnly, optimizer, train_config):
+def make_train_step(model: DecoderOnly, optimizer, train_config: TrainConfig):
     """`step(inputs, targets) -> loss`: forward, cross-entropy, backward, clipping, update.
 
     Update i uses the rate of the JAX schedule at i (computed once here), so both frameworks

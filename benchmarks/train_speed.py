@@ -4,7 +4,7 @@
   python -m benchmarks.train_speed --config=benchmarks/speed_configs.py:medium --torch
   python -m benchmarks.train_speed --config=benchmarks/speed_configs.py:gpt2_small   # GPU/TPU
   python -m benchmarks.train_speed --config=benchmarks/speed_configs.py:small \
-      --config.model.positional=rotary --config.batch_size=16
+      --config.model.positional.kind=rotary --config.batch_size=16
 
 Prints compile time, step time (median of `timed_steps` after `warmup_steps`), tokens per
 second, model FLOPs per token (6 N + 12 L T D, as in the PaLM paper's MFU) and XLA's own count,
@@ -33,8 +33,10 @@ from benchmarks.timing import (
     model_flops_per_token,
     run_rounds,
     synthetic_batches,
+    typed_configs,
 )
-from transformer_jax.config import ModelConfig
+from transformer_jax.config import ModelConfig, TrainConfig
+from transformer_jax.models.families import FAMILIES
 from transformer_jax.train import host_memory
 from transformer_jax.train import step as steps
 
@@ -51,7 +53,7 @@ _PEAK_SIZE = flags.DEFINE_integer(
 class TorchRunner:
     """The same model in PyTorch eager, starting from the JAX runner's weights."""
 
-    def __init__(self, cfg: ModelConfig, train_config, jax_runner: JaxRunner, batch):
+    def __init__(self, cfg: ModelConfig, train_config: TrainConfig, jax_runner: JaxRunner, batch):
         import torch
 
         from benchmarks import torch_reference
@@ -70,7 +72,7 @@ class TorchRunner:
     def _compare_logits(self, jax_runner: JaxRunner, batch) -> float:
         """Largest |logit difference| of the two models on one batch, without dropout."""
         params = {"params": jax_runner.state.params}
-        args, kwargs = steps.model_inputs("decoder_only", batch)
+        args, kwargs = FAMILIES["decoder_only"].inputs(batch)
         expected = np.asarray(jax_runner.model.apply(params, *args, **kwargs), np.float32)
         self.model.eval()
         with self.torch.no_grad():
@@ -82,7 +84,7 @@ class TorchRunner:
 
     def step(self, batch) -> float:
         start = time.perf_counter()
-        args, _ = steps.model_inputs("decoder_only", batch)
+        args, _ = FAMILIES["decoder_only"].inputs(batch)
         inputs, targets = self._tensor(args[0]), self._tensor(batch["targets"])
         with self.torch.autocast(self.device, self.torch.bfloat16, enabled=self.autocast):
             loss = self.train_step(inputs, targets)
@@ -94,27 +96,29 @@ def main(argv):
     del argv
     config = _CONFIG.value
     host_memory.reuse_freed_memory()  # As the trainer does; before JAX starts its threads.
-    cfg = ModelConfig(**config.model)  # Validated here, before anything compiles.
+    cfg, train_config = typed_configs(config)  # Validated here, before anything compiles.
     seq_len, batch_size = config.seq_len, config.batch_size
-    if seq_len > cfg.max_len:
-        raise ValueError(f"seq_len={seq_len} exceeds model.max_len={cfg.max_len}")
+    if seq_len > cfg.positional.max_len:
+        raise ValueError(
+            f"seq_len={seq_len} exceeds model.positional.max_len={cfg.positional.max_len}"
+        )
     device = jax.devices()[0]
     tokens = batch_size * seq_len
     print(
         f"{config.name}: {cfg.num_decoder_layers} layers, d_model {cfg.d_model}, "
-        f"{cfg.num_heads} heads, batch {batch_size} x {seq_len}, {cfg.dtype}, "
+        f"{cfg.attention.num_heads} heads, batch {batch_size} x {seq_len}, {cfg.dtype}, "
         f"on {device.platform} ({device.device_kind}), jax {jax.__version__}"
     )
     batches = synthetic_batches(cfg, batch_size, seq_len, count=4)
 
-    runner = JaxRunner(cfg, config.train, batches[0])
+    runner = JaxRunner(cfg, train_config, batches[0])
     print(f"parameters: {steps.count_params(runner.state.params):,}")
     print(f"trace + lower: {runner.trace_s:.2f} s, compile: {runner.compile_s:.2f} s")
     runners = {"jax": runner}
     if _TORCH.value:
         import torch
 
-        torch_runner = TorchRunner(cfg, config.train, runner, batches[0])
+        torch_runner = TorchRunner(cfg, train_config, runner, batches[0])
         print(
             f"pytorch {torch.__version__} ({torch.get_num_threads()} threads): max |logit "
             f"difference| at initialisation {torch_runner.max_logit_difference:.2e}"
