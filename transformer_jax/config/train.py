@@ -48,7 +48,7 @@ class TrainConfig:
     distributed: bool = False  # multi-host: call jax.distributed.initialize() first (TPU pods)
     compilation_cache_dir: str = ""  # persistent XLA compilation cache directory; "" = off
     # Dropout's random bits: "partitionable" (the same masks however the batch is sharded),
-    # "sequential" (4-5x faster on CPUs) or "auto" (sequential on one device); see train/step.py.
+    # "sequential" (faster on CPUs) or "auto" (sequential on one device); see train/step.py.
     threefry: str = "auto"
 
     def __post_init__(self):

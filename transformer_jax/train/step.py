@@ -146,9 +146,8 @@ def threefry_partitionable(mode: str, num_devices: int) -> bool:
     """Whether dropout masks use JAX's partitionable threefry (`train.threefry`).
 
     "partitionable" (JAX's default) draws the same bits however the batch is sharded, which a
-    step sharded over several devices needs; "sequential", JAX's original scheme, draws them 4-5x
-    faster on a CPU (2.1 vs 9.5 ms for 2M bits on 2 cores): dropout 0.1 adds 11 instead of 21 ms
-    to the 141 ms step of the small benchmark. "auto" takes "sequential" on one device, else
+    step sharded over several devices needs; "sequential", JAX's original scheme, draws them
+    several times faster on a CPU. "auto" takes "sequential" on one device, else
     "partitionable". The two give different (equally random) masks.
     """
     if mode not in THREEFRY_MODES:
