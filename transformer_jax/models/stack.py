@@ -97,13 +97,27 @@ class TransformerStack(nn.Module):
         memory_valid_BS=None,
         train: bool = False,
     ):
-        cfg = self.config
         q_pos_BT, context = self._context(
             valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS
         )
+        # Default or packed positions grow with the index within a document, so the
+        # position-built causal mask hides every later key; explicit positions need not.
+        blocked = self.causal and (positions_BT is None or segment_ids_BT is not None)
+        x_BTD = self._body(
+            x_BTD, q_pos_BT, context, valid_BT=valid_BT, blocked=blocked, train=train
+        )
+        if self.config.norm.position == "pre":
+            x_BTD = make_norm(self.config.norm, name="final_norm")(x_BTD, train=train)
+        return x_BTD
+
+    def _body(self, x_BTD, q_pos_BT, context, *, valid_BT, blocked: bool, train: bool):
+        """Positions, dropout and the layers: (B, T, D) embeddings -> (B, T, D) states.
+        `blocked`: the causal mask hides every later key (see MultiHeadAttention)."""
+        del valid_BT
+        cfg = self.config
         x_BTD = AddPositional(cfg.positional, name="positional")(x_BTD, q_pos_BT)
         x_BTD = nn.Dropout(cfg.dropout_rate)(x_BTD, deterministic=not train)
-        x_BTD = apply_layers(  # Unrolled or scanned, with remat: see models/scan.py.
+        return apply_layers(  # Unrolled or scanned, with remat: see models/scan.py.
             cfg,
             self.num_layers,
             x_BTD,
@@ -111,13 +125,8 @@ class TransformerStack(nn.Module):
             cross_attention=self.cross_attention,
             use_cache=self.use_cache,
             train=train,
-            # Default or packed positions grow with the index within a document, so the
-            # position-built causal mask hides every later key; explicit positions need not.
-            causal=self.causal and (positions_BT is None or segment_ids_BT is not None),
+            causal=blocked,
         )
-        if cfg.norm.position == "pre":
-            x_BTD = make_norm(cfg.norm, name="final_norm")(x_BTD, train=train)
-        return x_BTD
 
     def _context(self, valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS):
         """-> query positions (B, T) and the BlockContext every layer (or step) shares."""

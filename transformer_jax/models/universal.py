@@ -33,7 +33,6 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from transformer_jax.config import ModelConfig
-from transformer_jax.layers.norms import make_norm
 from transformer_jax.layers.positional import AddPositional, sinusoidal_table
 from transformer_jax.models.blocks import Block, BlockContext
 from transformer_jax.models.stack import TransformerStack
@@ -126,22 +125,10 @@ class UniversalStack(TransformerStack):
     (B, T, D) embeddings -> (B, T, D) states. Pre-norm stacks end with a final norm, as there.
     """
 
-    @nn.compact
-    def __call__(
-        self,
-        x_BTD,
-        *,
-        valid_BT,
-        positions_BT=None,
-        segment_ids_BT=None,
-        memory_BSD=None,
-        memory_valid_BS=None,
-        train: bool = False,
-    ):
+    def _body(self, x_BTD, q_pos_BT, context, *, valid_BT, blocked: bool, train: bool):
+        """Positions, dropout and the recurrence: (B, T, D) embeddings -> (B, T, D) states."""
+        del blocked  # The shared block attends over the whole T x T square (no causal blocks).
         cfg = self.config
-        q_pos_BT, context = self._context(
-            valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS
-        )
         # The position part of the coordinates, added at every step rather than once.
         position_BTD = AddPositional(cfg.positional, name="positional")(
             jnp.zeros(x_BTD.shape, jnp.float32), q_pos_BT
@@ -180,12 +167,8 @@ class UniversalStack(TransformerStack):
         )(carry, (steps_U, step_signal_UD), position_BTD, context)
         if cfg.universal.act:
             self._record_ponder(carry, valid_BT)
-            y_BTD = carry.output_BTD.astype(x_BTD.dtype)
-        else:
-            y_BTD = carry.state_BTD
-        if cfg.norm.position == "pre":
-            y_BTD = make_norm(cfg.norm, name="final_norm")(y_BTD, train=train)
-        return y_BTD
+            return carry.output_BTD.astype(x_BTD.dtype)
+        return carry.state_BTD
 
     def _record_ponder(self, carry: ActState, valid_BT):
         """Ponder cost tau * mean(N + R) and step statistics, over real positions only."""
