@@ -77,7 +77,7 @@ class AlgorithmicData:
             num_train=cfg.num_train,
             num_test=cfg.num_test,
             num_test_long=cfg.num_test_long,
-            reverse_answer=bool(cfg.get("reverse_answer", False)),
+            reverse_answer=is_addition and cfg.reverse_answer,  # an addition-only field
             data_seed=cfg.data_seed,
         )
         builder = builders.AlgorithmicSeq2seq(
