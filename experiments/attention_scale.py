@@ -7,7 +7,7 @@ temperature can be learned. Reverse task, d_model=64 with 4 heads (d_k=16) and 1
 
 import math
 
-from transformer_jax.sweeps import Sweep
+from transformer_jax.sweep import Sweep
 
 ONE_HEAD = {"model.attention.num_heads": 1}
 

@@ -4,7 +4,7 @@ The paper: 1 head (d_k=512) is 0.9 BLEU worse than 8 heads, and too many heads (
 hurt. Here d_model=64 on the sort task, 1, 2, 4, 8 and 16 heads (d_k = 64 ... 4).
 """
 
-from transformer_jax.sweeps import Sweep
+from transformer_jax.sweep import Sweep
 
 
 def get_sweep():

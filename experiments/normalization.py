@@ -6,7 +6,7 @@ warmup while pre-norm does not (Xiong et al. 2020); residual connections make tr
 (NCCU slides 52-56). Reverse task, the 2+2-layer ablation model, peak learning rate 2e-3.
 """
 
-from transformer_jax.sweeps import Sweep
+from transformer_jax.sweep import Sweep
 
 PRE = {"model.norm.position": "pre"}
 NO_WARMUP = {"train.warmup_steps": 0}

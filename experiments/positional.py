@@ -6,7 +6,7 @@ lengths 1-16, tested on 1-16 (test) and 17-24 (test_long). Without any positiona
 reversal is impossible; learned positions beyond 16 were never trained.
 """
 
-from transformer_jax.sweeps import Sweep
+from transformer_jax.sweep import Sweep
 
 
 def get_sweep():

@@ -5,7 +5,7 @@ should make the task impossible (NTHU slide 21); removing the 1/sqrt(d_k) factor
 learning slower (Vaswani §3.2.1). Tiny models, three seeds, about 3-4 minutes on 2 CPU cores.
 """
 
-from transformer_jax.sweeps import Sweep
+from transformer_jax.sweep import Sweep
 
 
 def get_sweep():

@@ -4,7 +4,7 @@
 universal_addition.py); its description, below, becomes each report's claim.
 """
 
-from transformer_jax.sweeps import Sweep
+from transformer_jax.sweep import Sweep
 
 DETAILS = """\
 Dehghani et al. (2019, Table 4) train algorithmic tasks on length 40 and test on length 400:

@@ -9,7 +9,7 @@ Each run is configs/vit_digits.py (about 2-3 minutes on 2 CPU cores):
   python -m transformer_jax.sweep --sweep=experiments/vit_norms.py --workdir=runs/vit_norms
 """
 
-from transformer_jax.sweeps import Sweep
+from transformer_jax.sweep import Sweep
 
 
 def get_sweep():

@@ -36,7 +36,7 @@ def test_colab_notebook_runs_a_sweep_on_cpu(tmp_path):
     sweep_file.write_text(
         textwrap.dedent(f'''
             """Tiny notebook check."""
-            from transformer_jax.sweeps import Sweep
+            from transformer_jax.sweep import Sweep
 
             def get_sweep():
                 tiny = {tiny!r}

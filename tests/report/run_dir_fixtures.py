@@ -3,7 +3,7 @@
 import json
 import os
 
-from transformer_jax.sweeps import Sweep
+from transformer_jax.sweep import Sweep
 
 
 def write_run(

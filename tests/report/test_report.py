@@ -9,7 +9,7 @@ from run_dir_fixtures import write_run, write_sweep_json
 
 from transformer_jax.report import plots, stats
 from transformer_jax.report.report import write_report
-from transformer_jax.sweeps import Sweep
+from transformer_jax.sweep import Sweep
 
 SWEEP = Sweep(
     config="configs/algorithmic.py",

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from transformer_jax.report import environment, plots, summary, tables
-from transformer_jax.sweeps import Sweep, format_override
+from transformer_jax.sweep.spec import Sweep, format_override
 
 SWEEP_FILE = "sweep.json"
 REPORT_FILE = "report.md"

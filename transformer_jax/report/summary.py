@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from transformer_jax.report import stats
 from transformer_jax.report.run_dirs import RunRecord, read_run
-from transformer_jax.sweeps import OverrideValue, Sweep
+from transformer_jax.sweep.spec import OverrideValue, Sweep
 
 
 @dataclasses.dataclass(frozen=True)

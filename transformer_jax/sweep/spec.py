@@ -1,10 +1,13 @@
-"""Sweep definitions: one ablation stated in a few lines, validated before anything runs.
+"""The sweep spec: one ablation stated in a few lines, validated before anything runs.
+
+Holds the Sweep dataclass, load_sweep (a sweep file -> Sweep), format_override (an override as
+config flag text) and check_overrides (every override against the base config).
 
 A sweep file is a Python file (usually in experiments/) whose module docstring states the claim
 tested and which defines `get_sweep() -> Sweep`:
 
     '''Scaling attention logits by 1/sqrt(d_k) is needed to learn copy at d_model=256.'''
-    from transformer_jax.sweeps import Sweep
+    from transformer_jax.sweep import Sweep
 
     def get_sweep():
         return Sweep(
@@ -206,7 +209,7 @@ def load_sweep(path: str) -> Sweep:
     if not isinstance(sweep, Sweep):
         raise ValueError(
             f"get_sweep() in {path!r} returned {type(sweep).__name__}; it must return a "
-            "transformer_jax.sweeps.Sweep"
+            "transformer_jax.sweep.Sweep"
         )
     if not sweep.description.strip():
         doc = (module.__doc__ or "").strip()

@@ -1,17 +1,18 @@
-r"""Runs an ablation sweep: every (variant, seed) as one trainer subprocess, then the report.
+r"""Running a sweep: every (variant, seed) as one trainer subprocess, then the report.
 
-    python -m transformer_jax.sweep --sweep=experiments/attention_scale.py --workdir=/tmp/scale
+Holds plan (the runs and their trainer commands), check_commands (a run directory belongs to this
+sweep), update_sweep_json (WORKDIR/sweep.json) and run_sweep (launch, resume, report).
 
 Each run gets WORKDIR/<variant>/seed_<seed>/ and is launched as
 
     python -m transformer_jax.main --config=<config>[:arg] --workdir=<run dir> \
         --config.seed=<seed> --config.<key>=<value> ...
 
-with the exact command in command.txt and its output in run.log. Rerunning the same command
+with the exact command in command.txt and its output in run.log. Rerunning the same sweep
 resumes: finished and diverged runs (deterministic) are skipped, interrupted runs are relaunched
 with the same command (the trainer resumes from its checkpoints) and failed runs are retried. A
 failing run writes failure.json and the sweep carries on. The report (report.md, results.csv,
-table.tex, plots) is written at the end and can be regenerated with --report_only.
+table.tex, plots) is written at the end.
 """
 
 import collections
@@ -25,13 +26,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from absl import app, flags, logging
+from absl import logging
 
-from transformer_jax import sweep_launch
 from transformer_jax.report import environment, run_dirs
-from transformer_jax.report.report import SWEEP_FILE, read_sweep_json, write_report
-from transformer_jax.sweep_launch import RunSpec
-from transformer_jax.sweeps import Sweep, check_overrides, format_override, load_sweep
+from transformer_jax.report.report import SWEEP_FILE, write_report
+from transformer_jax.sweep import launcher
+from transformer_jax.sweep.launcher import RunSpec
+from transformer_jax.sweep.spec import Sweep, check_overrides, format_override
 
 DEFAULT_MAIN = "transformer_jax.main"
 QUICK_ARG = "quick"
@@ -215,7 +216,7 @@ def run_sweep(
     check_commands(specs)
     os.makedirs(workdir, exist_ok=True)
 
-    with sweep_launch.WorkdirLock(workdir):
+    with launcher.WorkdirLock(workdir):
         update_sweep_json(
             workdir,
             sweep,
@@ -225,7 +226,7 @@ def run_sweep(
             main_module,
             {
                 "command": command,
-                "date": sweep_launch.now(),
+                "date": launcher.now(),
                 "git_commit": environment.git_commit(),
                 "machine": dict(machine) if machine is not None else environment.machine_info(),
                 "variants": sorted({s.variant for s in specs}),
@@ -266,10 +267,10 @@ def _run_all(
     metrics: Sequence[str],
 ) -> dict[str, str]:
     """Schedules todo over `parallel` slots, logging progress; returns run name -> status."""
-    slots = sweep_launch.cpu_slots(parallel)
+    slots = launcher.cpu_slots(parallel)
     free = list(range(parallel))
     pending = collections.deque(todo)
-    running: dict[int, sweep_launch.Launch] = {}
+    running: dict[int, launcher.Launch] = {}
     outcomes: dict[str, str] = {}
     start, completed = time.monotonic(), 0
     cwd = os.getcwd()
@@ -284,13 +285,13 @@ def _run_all(
                 slot, spec = free.pop(0), pending.popleft()
                 why = {"incomplete": " (resuming)", "failed": " (retrying after failure)"}
                 logging.info("start %s%s", spec.name, why.get(before[spec], ""))
-                running[slot] = sweep_launch.Launch(spec, slots[slot], cwd)
+                running[slot] = launcher.Launch(spec, slots[slot], cwd)
             time.sleep(0.1)
             for slot, run in list(running.items()):
                 if run.proc.poll() is None:
                     continue
                 duration = run.close()
-                record = sweep_launch.record_outcome(workdir, run, duration)
+                record = launcher.record_outcome(workdir, run, duration)
                 del running[slot]
                 free.append(slot)
                 outcomes[run.spec.name] = record.status
@@ -336,89 +337,3 @@ def _run_all(
 def _interrupt(signum, frame):
     del frame
     raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
-
-
-def define_flags() -> None:
-    """Command-line flags; defined only when run as a program, so importing this module (tests,
-    the trainer's own flags in one process) defines nothing."""
-    flags.DEFINE_string("sweep", None, "Sweep file (Python) defining get_sweep().")
-    flags.DEFINE_string("workdir", None, "Sweep directory: runs, sweep.json, report.")
-    flags.DEFINE_list("variants", [], "Only run these variants (default: all).")
-    flags.DEFINE_list("seeds", [], "Only run these seeds (default: all of the sweep's).")
-    flags.DEFINE_bool("quick", False, "Shrink every run: --config=<config>:quick.")
-    flags.DEFINE_integer("parallel", 1, "Runs trained at once, each pinned to its own CPUs.")
-    flags.DEFINE_bool(
-        "report_only",
-        False,
-        "Only regenerate the report from WORKDIR (with --sweep: first replace the stored "
-        "definition, e.g. to add a metric).",
-    )
-    flags.DEFINE_string("main_module", DEFAULT_MAIN, "Trainer module run with python -m.")
-
-
-def main(argv: Sequence[str]) -> int:
-    try:
-        return _main(argv)
-    except ValueError as e:
-        # Bad input (sweep file, flags, workdir): the message says what to fix; no traceback.
-        print(f"sweep: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as e:
-        print(f"sweep: interrupted ({e}); rerun the same command to resume", file=sys.stderr)
-        return 130
-
-
-def results_section(report_path: str) -> str:
-    """The report's results table, for the console at the end of a sweep."""
-    with open(report_path) as f:
-        text = f.read()
-    start = text.find("## Results")
-    end = text.find("\n## ", start + 1)
-    return f"\n{text[start:end].strip()}\n\nFull report: {report_path}"
-
-
-def _main(argv: Sequence[str]) -> int:
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    f = flags.FLAGS
-    workdir = f.workdir
-    if not workdir:
-        raise app.UsageError("--workdir is required")
-    try:
-        seeds = [int(s) for s in f.seeds]
-    except ValueError:
-        raise app.UsageError(f"--seeds={','.join(f.seeds)}: must be integers") from None
-    if f.report_only:
-        if f.sweep:
-            stored = read_sweep_json(workdir)
-            update_sweep_json(
-                workdir,
-                load_sweep(f.sweep),
-                f.sweep,
-                stored["config_spec"],
-                stored.get("quick", False),
-                stored.get("main_module", DEFAULT_MAIN),
-            )
-        print(write_report(workdir))
-        return 0
-    if not f.sweep:
-        raise app.UsageError("--sweep is required (unless --report_only)")
-    counts = run_sweep(
-        load_sweep(f.sweep),
-        f.sweep,
-        workdir,
-        variants=f.variants,
-        seeds=seeds,
-        quick=f.quick,
-        parallel=f.parallel,
-        main_module=f.main_module,
-        command=shlex.join(["python", "-m", "transformer_jax.sweep", *sys.argv[1:]]),
-    )
-    print(results_section(os.path.join(workdir, "report.md")))
-    # Failed or unfinished runs leave a non-zero exit so scripts notice; diverged runs are results.
-    return 1 if counts.get("failed") or counts.get("incomplete") else 0
-
-
-if __name__ == "__main__":
-    define_flags()
-    app.run(main)

@@ -1,8 +1,10 @@
 """Launching one sweep run as a subprocess and recording how it ended.
 
-Used by transformer_jax.sweep: a run's stdout and stderr go to run.log (stderr also to a tail
-buffer for failure.json), parallel runs are pinned to disjoint CPUs, and a workdir lock keeps two
-runners from training the same run at once.
+Holds RunSpec (one run's directory and argv), Launch (the running process), cpu_slots (the CPUs
+parallel runs are pinned to), WorkdirLock and record_outcome (failure.json). Used by the runner:
+a run's stdout and stderr go to run.log (stderr also to a tail buffer for failure.json), parallel
+runs are pinned to disjoint CPUs, and a workdir lock keeps two runners from training the same run
+at once.
 """
 
 import collections

@@ -1,0 +1,67 @@
+"""Launching runs: the workdir lock, how a killed or stopped run is recorded, CPU pinning."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from sweep_fixtures import MACHINE, run_demo
+
+from transformer_jax.sweep import Sweep, launcher, run_sweep
+
+
+def test_workdir_lock(project):
+    workdir = project / "out"
+    workdir.mkdir()
+    lock = workdir / ".sweep.lock"
+    host = launcher.socket.gethostname()
+    lock.write_text(json.dumps({"pid": os.getpid(), "hostname": host}))
+    with pytest.raises(ValueError, match="another sweep runner"):
+        run_demo(workdir, variants=["base"], seeds=[0])
+    assert not (workdir / "base").exists()
+    # A lock left by a runner that no longer exists is taken over.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lock.write_text(json.dumps({"pid": dead.pid, "hostname": host}))
+    assert run_demo(workdir, variants=["base"], seeds=[0]) == {"finished": 1}
+    assert not lock.exists()
+
+
+def test_killed_run_fails_and_stopped_run_stays_resumable(project):
+    sweep = Sweep(
+        config="configs/fake.py",
+        variants={
+            "base": {},
+            "killed": {"fake.mode": "kill"},
+            "silent": {"fake.mode": "no_summary"},
+        },
+        seeds=(0,),
+        metrics=("test/seq_accuracy",),
+        baseline="base",
+        description="d",
+    )
+    workdir = project / "out"
+    counts = run_sweep(sweep, "s.py", str(workdir), main_module="fake_main", machine=MACHINE)
+    # "silent" exits 0 without a summary, as the trainer does when stopped by SIGTERM.
+    assert counts == {"finished": 1, "failed": 1, "incomplete": 1}
+    killed = json.loads((workdir / "killed" / "seed_0" / "failure.json").read_text())
+    assert killed["returncode"] == -9 and killed["error"] == "killed by SIGKILL (out of memory?)"
+    assert not (workdir / "silent" / "seed_0" / "failure.json").exists()
+    assert "killed/seed_0 failed (return code -9)" in (workdir / "report.md").read_text()
+
+
+def test_parallel_runs_are_pinned_to_disjoint_cpus(project):
+    workdir = project / "out"
+    counts = run_demo(workdir, variants=["base", "better"], parallel=2)
+    assert counts == {"finished": 4}
+    available = sorted(os.sched_getaffinity(0))
+    expected = max(1, len(available) // 2)
+    for variant in ("base", "better"):
+        for seed in (0, 1):
+            run = workdir / variant / f"seed_{seed}"
+            assert len(json.loads((run / "affinity.json").read_text())) == expected
+            assert "# pinned to CPUs" in (run / "command.txt").read_text()
+    slots = launcher.cpu_slots(2)
+    if len(available) >= 2:
+        assert not set(slots[0]) & set(slots[1])

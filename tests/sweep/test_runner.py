@@ -1,0 +1,110 @@
+"""The runner: trainer commands whose flags parse back exactly, resuming, run selection."""
+
+import csv
+import json
+import os
+import sys
+
+import pytest
+from absl import flags
+from ml_collections import config_flags
+from ml_collections.config_flags import config_path
+from sweep_fixtures import calls, run_demo, valid_kwargs
+
+from transformer_jax.sweep import Sweep, format_override, runner
+
+
+def test_overrides_parse_back_exactly_through_config_flags(project, monkeypatch):
+    """The flag text the runner writes is what ml_collections parses back to the sweep value."""
+    overrides = {
+        "model.attention.scale": "none",
+        "model.d_model": 64,
+        "model.dropout": 1e-07,
+        "model.tied": False,
+        "model.widths": (3, 4, 5),
+        "fake.offset": 2,  # an int for a float field
+    }
+    sweep = Sweep(**valid_kwargs(config="configs/fake.py", variants={"a": {}, "b": overrides}))
+    argv = runner.build_argv(sweep, "b", 7, "w/b/seed_7", "configs/fake.py:quick")
+    assert argv[1:4] == ("-m", "transformer_jax.main", "--config=configs/fake.py:quick")
+    assert argv[4:7] == (
+        "--workdir=w/b/seed_7",
+        "--config.seed=7",
+        "--config.model.attention.scale=none",
+    )
+    fv = flags.FlagValues()
+    config_flags.DEFINE_config_file("config", flag_values=fv)
+    flags.DEFINE_string("workdir", None, "", flag_values=fv)
+    # config_flags discovers the override flags from sys.argv.
+    monkeypatch.setattr(sys, "argv", ["main", *argv[3:]])
+    fv(sys.argv)
+    config = fv.config
+    assert config.seed == 7 and config.train.steps == 10  # quick reached get_config
+    for key, value in overrides.items():
+        parsed = config_path.get_value(key, config)
+        assert parsed == value and type(parsed) is type(1.0 if key == "fake.offset" else value)
+    assert format_override(True) == "true" and format_override(0.1) == "0.1"
+
+
+def test_run_then_resume(project):
+    workdir = project / "out"
+    # Left over from an interrupted earlier launch: a directory without summary or failure.
+    os.makedirs(workdir / "better" / "seed_1")
+    counts = run_demo(workdir)
+    # flaky fails on the first launch of each of its runs and succeeds when retried.
+    assert counts == {"finished": 4, "diverged": 2, "failed": 2}
+
+    run = workdir / "base" / "seed_0"
+    command = (run / "command.txt").read_text()
+    assert "-m fake_main --config=configs/fake.py --workdir=" in command
+    assert command.rstrip().endswith("--config.seed=0")
+    assert "--config.fake.offset=0.1" in (workdir / "better" / "seed_1" / "command.txt").read_text()
+    assert "training" in (run / "run.log").read_text()
+
+    failure = json.loads((workdir / "flaky" / "seed_0" / "failure.json").read_text())
+    assert failure["returncode"] == 1 and failure["status"] == "failed"
+    assert "RuntimeError: boom seed 0" in failure["stderr_tail"]
+    assert failure["error"] == "RuntimeError: boom seed 0"
+    assert "RuntimeError: boom seed 0" in (workdir / "flaky" / "seed_0" / "run.log").read_text()
+    diverged = json.loads((workdir / "unstable" / "seed_1" / "failure.json").read_text())
+    assert diverged["status"] == "diverged" and diverged["returncode"] == 3
+
+    resolved = json.loads((workdir / "sweep.json").read_text())
+    assert resolved["file"] == "experiments/demo.py" and resolved["baseline"] == "base"
+    assert resolved["variants"]["better"] == {"fake.offset": 0.1}
+    assert resolved["seeds"] == [0, 1] and resolved["metrics"] == ["test/seq_accuracy"]
+    assert len(resolved["invocations"]) == 1
+    assert not (workdir / ".sweep.lock").exists()
+
+    with open(workdir / "results.csv") as f:
+        rows = {r["variant"]: r for r in csv.DictReader(f)}
+    # (0.6 + 0.01 seed) - (0.5 + 0.01 seed) for both seeds.
+    assert float(rows["better"]["test/seq_accuracy:diff"]) == pytest.approx(0.1)
+    assert rows["unstable"]["n_diverged"] == "2"
+
+    counts = run_demo(workdir)
+    assert counts == {"finished": 6, "diverged": 2}
+    # Finished and diverged runs were not relaunched; the failed one was retried and cleaned up.
+    assert calls(workdir, "base", 0) == 1 and calls(workdir, "unstable", 0) == 1
+    assert calls(workdir, "flaky", 0) == 2 and calls(workdir, "better", 1) == 1
+    assert not (workdir / "flaky" / "seed_0" / "failure.json").exists()
+    assert len(json.loads((workdir / "sweep.json").read_text())["invocations"]) == 2
+    assert "| flaky | 0.505 ± 0.007 (n=2)" in (workdir / "report.md").read_text()
+
+
+def test_selection_and_changed_command(project):
+    workdir = project / "out"
+    counts = run_demo(workdir, variants=["base"], seeds=[1])
+    assert counts == {"finished": 1}
+    assert not (workdir / "base" / "seed_0").exists()
+    # The report covers the whole sweep and counts what has not run.
+    assert "| 1 | 0 | 0 | 1 |" in (workdir / "report.md").read_text()
+    with pytest.raises(ValueError, match="--variants contains 'nope'; valid: base, better"):
+        run_demo(workdir, variants=["nope"])
+    with pytest.raises(ValueError, match="--seeds contains 5"):
+        run_demo(workdir, seeds=[5])
+    # The same workdir with a different config argument would mix incomparable runs.
+    with pytest.raises(ValueError, match="made by a different command"):
+        run_demo(workdir, variants=["base"], seeds=[1], quick=True)
+    with pytest.raises(ValueError, match="parallel = 0"):
+        run_demo(workdir, parallel=0)

@@ -1,0 +1,80 @@
+"""The Sweep spec: validation with messages that name the field, JSON round trip, loading a
+sweep file and checking its overrides against the base config."""
+
+import json
+
+import pytest
+from sweep_fixtures import SWEEP_FILE, valid_kwargs
+
+from transformer_jax.sweep import Sweep, check_overrides, load_sweep
+
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"baseline": "c"}, r"baseline = 'c': must be one of the variants \['a', 'b'\]"),
+        ({"variants": {}}, "variants = {}: must be a non-empty dict"),
+        ({"variants": {"a/b": {}}}, "variant name 'a/b'"),
+        ({"variants": {"a": {"model attention": 1}}}, "key 'model attention'"),
+        ({"variants": {"a": {"seed": 1}}}, "overrides 'seed'"),
+        ({"variants": {"a": {"model.x": None}}}, r"variants\['a'\]\['model.x'\] = None"),
+        ({"variants": {"a": {"model.x": float("nan")}}}, "must be a finite number"),
+        ({"seeds": ()}, r"seeds = \(\): must be a non-empty"),
+        ({"seeds": (0, 0)}, "contains duplicates"),
+        ({"seeds": (0, -1)}, "seeds contains -1"),
+        ({"seeds": (True,)}, "seeds contains True"),
+        ({"metrics": ()}, r"metrics = \(\): must be a non-empty"),
+        ({"metrics": ("accuracy",)}, "metrics contains 'accuracy': must be 'split/metric'"),
+        ({"metrics": ("test/",)}, "metrics contains 'test/'"),
+        ({"config": "configs/copy"}, "config = 'configs/copy': must be the path of a .py"),
+        ({"config": "configs/algorithmic.py:quick"}, "put the get_config argument in config_arg"),
+    ],
+)
+def test_sweep_validation_errors_name_field_and_value(changes, match):
+    with pytest.raises(ValueError, match=match):
+        Sweep(**valid_kwargs(**changes))
+
+
+def test_sweep_normalizes_and_round_trips_through_json():
+    sweep = Sweep(**valid_kwargs(seeds=[0, 1], variants={"a": {}, "b": {"model.widths": [1, 2]}}))
+    assert sweep.seeds == (0, 1)
+    assert sweep.variants["b"]["model.widths"] == (1, 2)
+    assert Sweep.from_dict(json.loads(json.dumps(sweep.to_dict()))) == sweep
+
+
+def test_load_sweep_uses_docstring_and_checks_file(tmp_path):
+    path = tmp_path / "s.py"
+    path.write_text(SWEEP_FILE)
+    sweep = load_sweep(str(path))
+    assert sweep.description.startswith("Scaling helps")
+    no_doc = [line for line in SWEEP_FILE.splitlines() if not line.startswith('"""')]
+    path.write_text("\n".join(no_doc))
+    with pytest.raises(ValueError, match="description of .* is empty"):
+        load_sweep(str(path))
+    path.write_text("def get_sweep():\n    return {}\n")
+    with pytest.raises(ValueError, match="returned dict; it must return"):
+        load_sweep(str(path))
+    path.write_text("x = 1\n")
+    with pytest.raises(ValueError, match="must define get_sweep"):
+        load_sweep(str(path))
+    with pytest.raises(ValueError, match="does not exist"):
+        load_sweep(str(tmp_path / "nope.py"))
+
+
+def test_check_overrides_against_the_config(project):
+    def check(overrides):
+        check_overrides(
+            Sweep(**valid_kwargs(config="configs/fake.py", variants={"a": overrides})), ""
+        )
+
+    check({"model.d_model": 8, "model.dropout": 0, "model.widths": (1,)})
+    with pytest.raises(ValueError, match="'model.dmodel', which is not a field"):
+        check({"model.dmodel": 8})
+    with pytest.raises(
+        ValueError, match=r"\['model.d_model'\] = 8.5 \(float\), but the field .* is int"
+    ):
+        check({"model.d_model": 8.5})
+    with pytest.raises(ValueError, match="config flags can only override"):
+        check({"model.note": "x"})
+    with pytest.raises(ValueError, match="does not exist"):
+        check_overrides(Sweep(**valid_kwargs(variants={"a": {}})), "")

@@ -1,0 +1,105 @@
+"""The sweep command line: runs a sweep file into a workdir, or only rebuilds its report.
+
+    python -m transformer_jax.sweep --sweep=experiments/attention_scale.py --workdir=/tmp/scale
+    python -m transformer_jax.sweep --workdir=/tmp/scale --report_only
+
+Rerunning the same command resumes the sweep (see runner). The exit status is 1 when a selected
+run failed or stopped before finishing, 2 for a bad sweep file or workdir, 130 when interrupted.
+"""
+
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+
+from absl import app, flags
+
+from transformer_jax.report.report import read_sweep_json, write_report
+from transformer_jax.sweep.runner import DEFAULT_MAIN, run_sweep, update_sweep_json
+from transformer_jax.sweep.spec import load_sweep
+
+
+def define_flags() -> None:
+    """Command-line flags; defined only when run as a program, so importing this module (tests,
+    the trainer's own flags in one process) defines nothing."""
+    flags.DEFINE_string("sweep", None, "Sweep file (Python) defining get_sweep().")
+    flags.DEFINE_string("workdir", None, "Sweep directory: runs, sweep.json, report.")
+    flags.DEFINE_list("variants", [], "Only run these variants (default: all).")
+    flags.DEFINE_list("seeds", [], "Only run these seeds (default: all of the sweep's).")
+    flags.DEFINE_bool("quick", False, "Shrink every run: --config=<config>:quick.")
+    flags.DEFINE_integer("parallel", 1, "Runs trained at once, each pinned to its own CPUs.")
+    flags.DEFINE_bool(
+        "report_only",
+        False,
+        "Only regenerate the report from WORKDIR (with --sweep: first replace the stored "
+        "definition, e.g. to add a metric).",
+    )
+    flags.DEFINE_string("main_module", DEFAULT_MAIN, "Trainer module run with python -m.")
+
+
+def main(argv: Sequence[str]) -> int:
+    try:
+        return _main(argv)
+    except ValueError as e:
+        # Bad input (sweep file, flags, workdir): the message says what to fix; no traceback.
+        print(f"sweep: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:
+        print(f"sweep: interrupted ({e}); rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+def results_section(report_path: str) -> str:
+    """The report's results table, for the console at the end of a sweep."""
+    with open(report_path) as f:
+        text = f.read()
+    start = text.find("## Results")
+    end = text.find("\n## ", start + 1)
+    return f"\n{text[start:end].strip()}\n\nFull report: {report_path}"
+
+
+def _main(argv: Sequence[str]) -> int:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    f = flags.FLAGS
+    workdir = f.workdir
+    if not workdir:
+        raise app.UsageError("--workdir is required")
+    try:
+        seeds = [int(s) for s in f.seeds]
+    except ValueError:
+        raise app.UsageError(f"--seeds={','.join(f.seeds)}: must be integers") from None
+    if f.report_only:
+        if f.sweep:
+            stored = read_sweep_json(workdir)
+            update_sweep_json(
+                workdir,
+                load_sweep(f.sweep),
+                f.sweep,
+                stored["config_spec"],
+                stored.get("quick", False),
+                stored.get("main_module", DEFAULT_MAIN),
+            )
+        print(write_report(workdir))
+        return 0
+    if not f.sweep:
+        raise app.UsageError("--sweep is required (unless --report_only)")
+    counts = run_sweep(
+        load_sweep(f.sweep),
+        f.sweep,
+        workdir,
+        variants=f.variants,
+        seeds=seeds,
+        quick=f.quick,
+        parallel=f.parallel,
+        main_module=f.main_module,
+        command=shlex.join(["python", "-m", "transformer_jax.sweep", *sys.argv[1:]]),
+    )
+    print(results_section(os.path.join(workdir, "report.md")))
+    # Failed or unfinished runs leave a non-zero exit so scripts notice; diverged runs are results.
+    return 1 if counts.get("failed") or counts.get("incomplete") else 0
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)
