@@ -23,6 +23,7 @@ import numpy as np
 from absl import app, flags, logging
 
 from transformer_jax.analysis.figures import new_figure, save_png
+from transformer_jax.analysis.flags import define_common_flags
 from transformer_jax.config import AttentionConfig, FeedForwardConfig, ModelConfig
 from transformer_jax.data.info import NUM_SPECIAL_IDS
 from transformer_jax.layers.positional import ENCODINGS
@@ -254,22 +255,32 @@ def demonstrate(
     return amy(words, shuffled_words, ids_T, config, variables, positional)
 
 
-def _define_flags():
-    flags.DEFINE_string("sentence", DEFAULT_SENTENCE, "Words separated by spaces.")
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    fv = flag_values
+    flags.DEFINE_string("sentence", DEFAULT_SENTENCE, "Words separated by spaces.", flag_values=fv)
     flags.DEFINE_string(
-        "shuffled", DEFAULT_SHUFFLED, "The same words in another order; empty: a random order."
+        "shuffled",
+        DEFAULT_SHUFFLED,
+        "The same words in another order; empty: a random order.",
+        flag_values=fv,
     )
-    flags.DEFINE_string("token", "Amy", "The word whose output vector is followed.")
+    flags.DEFINE_string("token", "Amy", "The word whose output vector is followed.", flag_values=fv)
     flags.DEFINE_enum(
         "positional",
         "sinusoidal",
         [p for p in ENCODINGS if p != "none"],
         "The positional encoding to compare against none.",
+        flag_values=fv,
     )
-    flags.DEFINE_string("workdir", None, "A trained encoder-decoder run; default: random weights.")
-    flags.DEFINE_integer("seed", 0, "Seed of the random weights and of a random shuffle.")
-    flags.DEFINE_string("out", None, "Output PNG path.")
-    flags.mark_flag_as_required("out")
+    flags.DEFINE_integer(
+        "seed", 0, "Seed of the random weights and of a random shuffle.", flag_values=fv
+    )
+    define_common_flags(
+        "workdir",
+        "out",
+        workdir="A trained encoder-decoder run; default: random weights.",
+        flag_values=fv,
+    )
 
 
 def main(argv):

@@ -26,6 +26,7 @@ from absl import app, flags, logging
 from transformer_jax import decoding
 from transformer_jax.analysis import tokens
 from transformer_jax.analysis.figures import new_figure, save_png
+from transformer_jax.analysis.flags import define_common_flags
 from transformer_jax.data.info import EOS_ID
 from transformer_jax.models.families import FAMILIES, family_of, shift_right
 from transformer_jax.train.restore import load_run
@@ -186,13 +187,16 @@ def report(maps: list[AttentionMap]) -> str:
     return "\n".join(lines)
 
 
-def _define_flags():
-    flags.DEFINE_string("workdir", None, "A run directory written by training.")
-    flags.DEFINE_string("input", None, "The input text (source, prompt or text to classify).")
-    flags.DEFINE_string("target", None, "Encoder-decoder: the target the decoder is fed.")
-    flags.DEFINE_integer("step", None, "Checkpoint step to load; default the latest.")
-    flags.DEFINE_string("out", None, "Output PNG path.")
-    flags.mark_flags_as_required(["workdir", "input", "out"])
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    define_common_flags(
+        "workdir",
+        "input",
+        "target",
+        "step",
+        "out",
+        required=("workdir", "input", "out"),
+        flag_values=flag_values,
+    )
 
 
 def main(argv):

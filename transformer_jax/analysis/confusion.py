@@ -13,6 +13,7 @@ from absl import app, flags, logging
 
 from transformer_jax import data
 from transformer_jax.analysis.figures import new_figure, save_png
+from transformer_jax.analysis.flags import define_common_flags
 from transformer_jax.models.families import FAMILIES, family_of
 from transformer_jax.train.restore import LoadedRun, load_run
 from transformer_jax.train.step import forward
@@ -97,12 +98,16 @@ def plot(matrix_CC: np.ndarray, out: str, title: str):
     return save_png(fig, out)
 
 
-def _define_flags():
-    flags.DEFINE_string("workdir", None, "A run directory written by training.")
-    flags.DEFINE_string("split", None, "Split to evaluate; default the first evaluation split.")
-    flags.DEFINE_integer("step", None, "Checkpoint step to load; default the latest.")
-    flags.DEFINE_string("out", None, "Output PNG path.")
-    flags.mark_flags_as_required(["workdir", "out"])
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    flags.DEFINE_string(
+        "split",
+        None,
+        "Split to evaluate; default the first evaluation split.",
+        flag_values=flag_values,
+    )
+    define_common_flags(
+        "workdir", "step", "out", required=("workdir", "out"), flag_values=flag_values
+    )
 
 
 def main(argv):

@@ -19,6 +19,7 @@ from absl import app, flags, logging
 from transformer_jax.analysis import tokens
 from transformer_jax.analysis.attention_maps import model_batch
 from transformer_jax.analysis.figures import new_figure, save_png
+from transformer_jax.analysis.flags import define_common_flags
 from transformer_jax.models.families import family_of, shift_right
 from transformer_jax.train.restore import load_run
 
@@ -97,13 +98,17 @@ def report(maps: list[PonderMap]) -> str:
     )
 
 
-def _define_flags():
-    flags.DEFINE_string("workdir", None, "A run directory of a universal=True, act=True model.")
-    flags.DEFINE_string("input", None, "The input text (source, prompt or text to classify).")
-    flags.DEFINE_string("target", None, "Encoder-decoder: the target the decoder is fed.")
-    flags.DEFINE_integer("step", None, "Checkpoint step to load; default the latest.")
-    flags.DEFINE_string("out", None, "Output PNG path.")
-    flags.mark_flags_as_required(["workdir", "input", "out"])
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    define_common_flags(
+        "workdir",
+        "input",
+        "target",
+        "step",
+        "out",
+        required=("workdir", "input", "out"),
+        workdir="A run directory of a universal=True, act=True model.",
+        flag_values=flag_values,
+    )
 
 
 def main(argv):

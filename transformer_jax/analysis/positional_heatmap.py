@@ -22,6 +22,7 @@ import numpy as np
 from absl import app, flags
 
 from transformer_jax.analysis.figures import new_figure, save_png
+from transformer_jax.analysis.flags import define_common_flags
 from transformer_jax.layers.positional import apply_rotary, rotary_angles, sinusoidal_table
 
 KINDS = ("sinusoidal", "rotary")
@@ -146,13 +147,17 @@ def _shown(result: PositionalHeatmap) -> list[int]:
     return [k for k in (0, 1, 2, 5, 10, 20, 50, 99) if k < len(result.offsets_K)]
 
 
-def _define_flags():
-    flags.DEFINE_enum("kind", "sinusoidal", list(KINDS), "Which positional encoding to show.")
-    flags.DEFINE_integer("positions", 100, "Number of positions (rows).")
-    flags.DEFINE_integer("d_model", 64, "Model (sinusoidal) or head (rotary) dimension.")
-    flags.DEFINE_float("base", 10000.0, "The wavelength base (10000 in the paper).")
-    flags.DEFINE_string("out", None, "Output PNG path.")
-    flags.mark_flag_as_required("out")
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    fv = flag_values
+    flags.DEFINE_enum(
+        "kind", "sinusoidal", list(KINDS), "Which positional encoding to show.", flag_values=fv
+    )
+    flags.DEFINE_integer("positions", 100, "Number of positions (rows).", flag_values=fv)
+    flags.DEFINE_integer(
+        "d_model", 64, "Model (sinusoidal) or head (rotary) dimension.", flag_values=fv
+    )
+    flags.DEFINE_float("base", 10000.0, "The wavelength base (10000 in the paper).", flag_values=fv)
+    define_common_flags("out", flag_values=fv)
 
 
 def main(argv):

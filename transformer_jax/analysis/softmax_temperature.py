@@ -23,6 +23,7 @@ import numpy as np
 from absl import app, flags
 
 from transformer_jax.analysis.figures import new_figure, save_png
+from transformer_jax.analysis.flags import define_common_flags
 from transformer_jax.layers.attention import attention_logits, attention_weights
 
 SLIDE_SCORES = (3.9, 3.2, 1.0, 0.3, 1.1)  # NCCU slide 32.
@@ -154,15 +155,20 @@ def report(scores, tau: float, sweep: ScalingSweep) -> str:
     return "\n".join(lines)
 
 
-def _define_flags():
-    flags.DEFINE_list("scores", [str(s) for s in SLIDE_SCORES], "Attention scores to soften.")
-    flags.DEFINE_float("tau", SLIDE_TAU, "Softmax temperature for the scores (slides: sqrt(5)).")
-    flags.DEFINE_integer("max_log2_dk", 10, "Sweep d_k = 1, 2, 4, ..., 2^max_log2_dk.")
-    flags.DEFINE_integer("num_keys", 16, "Keys per attention row in the sweep.")
-    flags.DEFINE_integer("samples", 2000, "Random attention rows per d_k.")
-    flags.DEFINE_integer("seed", 0, "Seed of the random queries and keys.")
-    flags.DEFINE_string("out", None, "Output PNG path.")
-    flags.mark_flag_as_required("out")
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    fv = flag_values
+    scores = [str(s) for s in SLIDE_SCORES]
+    flags.DEFINE_list("scores", scores, "Attention scores to soften.", flag_values=fv)
+    flags.DEFINE_float(
+        "tau", SLIDE_TAU, "Softmax temperature for the scores (slides: sqrt(5)).", flag_values=fv
+    )
+    flags.DEFINE_integer(
+        "max_log2_dk", 10, "Sweep d_k = 1, 2, 4, ..., 2^max_log2_dk.", flag_values=fv
+    )
+    flags.DEFINE_integer("num_keys", 16, "Keys per attention row in the sweep.", flag_values=fv)
+    flags.DEFINE_integer("samples", 2000, "Random attention rows per d_k.", flag_values=fv)
+    flags.DEFINE_integer("seed", 0, "Seed of the random queries and keys.", flag_values=fv)
+    define_common_flags("out", flag_values=fv)
 
 
 def main(argv):
