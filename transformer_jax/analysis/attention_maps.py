@@ -26,7 +26,7 @@ from absl import app, flags, logging
 from transformer_jax import decoding
 from transformer_jax.analysis import tokens
 from transformer_jax.analysis.figures import new_figure, save_png
-from transformer_jax.analysis.flags import define_common_flags
+from transformer_jax.analysis.flags import define_text_input_flags
 from transformer_jax.data.info import EOS_ID
 from transformer_jax.models.families import FAMILIES, family_of, shift_right
 from transformer_jax.train.restore import load_run
@@ -188,15 +188,7 @@ def report(maps: list[AttentionMap]) -> str:
 
 
 def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    define_common_flags(
-        "workdir",
-        "input",
-        "target",
-        "step",
-        "out",
-        required=("workdir", "input", "out"),
-        flag_values=flag_values,
-    )
+    define_text_input_flags(flag_values)
 
 
 def main(argv):

@@ -40,3 +40,17 @@ def define_common_flags(
         define, standard_help = _COMMON[name]
         define(name, None, help_texts.get(name, standard_help), flag_values=flag_values)
     flags.mark_flags_as_required(list(required), flag_values=flag_values)
+
+
+def define_text_input_flags(flag_values: flags.FlagValues = flags.FLAGS, **help_texts: str) -> None:
+    """The flags of a command that feeds one text to a trained run (attention_maps, ponder)."""
+    define_common_flags(
+        "workdir",
+        "input",
+        "target",
+        "step",
+        "out",
+        required=("workdir", "input", "out"),
+        flag_values=flag_values,
+        **help_texts,
+    )

@@ -19,7 +19,7 @@ from absl import app, flags, logging
 from transformer_jax.analysis import tokens
 from transformer_jax.analysis.attention_maps import model_batch
 from transformer_jax.analysis.figures import new_figure, save_png
-from transformer_jax.analysis.flags import define_common_flags
+from transformer_jax.analysis.flags import define_text_input_flags
 from transformer_jax.models.families import family_of, shift_right
 from transformer_jax.train.restore import load_run
 
@@ -99,15 +99,9 @@ def report(maps: list[PonderMap]) -> str:
 
 
 def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    define_common_flags(
-        "workdir",
-        "input",
-        "target",
-        "step",
-        "out",
-        required=("workdir", "input", "out"),
+    define_text_input_flags(
+        flag_values,
         workdir="A run directory of a universal=True, act=True model.",
-        flag_values=flag_values,
     )
 
 
