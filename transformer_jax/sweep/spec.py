@@ -11,15 +11,15 @@ tested and which defines `get_sweep() -> Sweep`:
 
     def get_sweep():
         return Sweep(
-            config="configs/copy.py",
-            variants={"scaled": {}, "unscaled": {"model.attention_scale": "none"}},
+            config="configs/algorithmic.py",
+            variants={"scaled": {}, "unscaled": {"model.attention.scale": "none"}},
             seeds=(0, 1, 2),
             metrics=("test/seq_accuracy", "test_long/token_accuracy"),
             baseline="scaled",
         )
 
 Each (variant, seed) becomes one `python -m transformer_jax.main` run with the variant's overrides
-passed as ml_collections config flags (`--config.model.attention_scale=none`).
+passed as ml_collections config flags (`--config.model.attention.scale=none`).
 """
 
 import dataclasses
@@ -63,15 +63,15 @@ class Sweep:
 
     Attributes:
       config: path of the base config file (ml_collections, `get_config(arg)`), relative to the
-        directory the sweep is launched from, e.g. "configs/copy.py".
+        directory the sweep is launched from, e.g. "configs/algorithmic.py".
       variants: variant name -> config overrides in dotted form, e.g.
-        {"no_scale": {"model.attention_scale": "none"}}; {} is the unchanged base config.
+        {"no_scale": {"model.attention.scale": "none"}}; {} is the unchanged base config.
       seeds: seeds every variant is trained with (passed as --config.seed).
       metrics: final metrics reported, "split/metric" meaning summary.json
         metrics[split][metric], e.g. "test/seq_accuracy"; the first is the main one (bar chart).
       baseline: the variant others are compared against (paired by seed).
       description: the claim tested; load_sweep fills it from the module docstring when empty.
-      config_arg: argument passed to get_config (`--config=configs/copy.py:<config_arg>`).
+      config_arg: argument passed to get_config (`--config=configs/algorithmic.py:<config_arg>`).
     """
 
     config: str
@@ -113,7 +113,7 @@ class Sweep:
                 if not isinstance(key, str) or not _DOTTED_KEY.fullmatch(key):
                     raise ValueError(
                         f"variants[{name!r}] key {key!r}: must be a dotted config path "
-                        "like 'model.attention_scale'"
+                        "like 'model.attention.scale'"
                     )
                 if key == "seed":
                     raise ValueError(
