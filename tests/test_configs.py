@@ -5,6 +5,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
+from tiny_configs import typed_model
 
 from transformer_jax import defaults
 from transformer_jax.config import ModelConfig, TrainConfig
@@ -23,22 +24,6 @@ CASES = [
     for choice in ("",) + CHOICES.get(name, ())
     for arg in (choice, f"{choice},quick" if choice else "quick")
 ]
-
-
-def typed_model(config) -> ModelConfig:
-    """config.model with the fields a dataset would fill (vocabulary, lengths, images)."""
-    fields = config.model.to_dict()
-    family = FAMILIES[fields["family"]]
-    if fields["vocab_size"] == defaults.FROM_DATA:
-        fields["vocab_size"] = 40
-    if fields["positional"]["max_len"] == defaults.FROM_DATA:
-        fields["positional"]["max_len"] = 64
-    if family.classifier:
-        fields["num_classes"] = 10
-    if family.reads_images:
-        size = config.data.image_size or 8
-        fields["vit"].update(image_size=size, num_channels=1)
-    return ModelConfig.from_dict(fields)
 
 
 def sample_inputs(cfg: ModelConfig):

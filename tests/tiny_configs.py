@@ -7,7 +7,9 @@ fields. Test modules import it directly (tests/ is on pytest's pythonpath).
 
 from collections.abc import Mapping
 
+from transformer_jax import defaults
 from transformer_jax.config import ModelConfig, TrainConfig
+from transformer_jax.models import FAMILIES
 
 TINY = ModelConfig(vocab_size=13, d_model=16, num_encoder_layers=1, dropout_rate=0.0).override(
     {"attention.num_heads": 2, "ffn.d_ff": 32, "positional.max_len": 8}
@@ -32,3 +34,19 @@ def tiny_sgd(**fields) -> TrainConfig:
             **fields,
         }
     )
+
+
+def typed_model(config) -> ModelConfig:
+    """config.model with the fields a dataset would fill (vocabulary, lengths, images)."""
+    fields = config.model.to_dict()
+    family = FAMILIES[fields["family"]]
+    if fields["vocab_size"] == defaults.FROM_DATA:
+        fields["vocab_size"] = 40
+    if fields["positional"]["max_len"] == defaults.FROM_DATA:
+        fields["positional"]["max_len"] = 64
+    if family.classifier:
+        fields["num_classes"] = 10
+    if family.reads_images:
+        size = config.data.image_size or 8
+        fields["vit"].update(image_size=size, num_channels=1)
+    return ModelConfig.from_dict(fields)
