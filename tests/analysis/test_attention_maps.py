@@ -3,6 +3,7 @@
 import math
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -127,7 +128,7 @@ def random_run(family: str) -> LoadedRun:
     state = TrainState(jnp.int32(0), params, {}, None, jax.random.PRNGKey(1))
     kind = "lm" if family == "decoder_only" else "classification"
     info = DatasetInfo("digits", kind, 13, 4, 4, ("test",), CharTokenizer("0123456789"), 2)
-    return LoadedRun(None, config, model, state, info)
+    return LoadedRun(None, config, model, state, dataset=SimpleNamespace(info=info))
 
 
 def test_decoder_only_reads_bos_then_the_input():

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from data_fixtures import all_rows, small_config, unpadded
 
-from transformer_jax.data import EOS_ID, get_dataset_info, make_eval_batches
+from transformer_jax.data import EOS_ID, load_dataset
 from transformer_jax.data import algorithmic as alg
 from transformer_jax.data.tokenizers import symbol_alphabet
 
 
 def _split_rows(config, split):
-    batches = make_eval_batches(config, split, batch_size=64)
+    batches = load_dataset(config).eval_batches(split, batch_size=64)
     return all_rows(batches, "inputs"), all_rows(batches, "targets")
 
 
@@ -26,7 +26,7 @@ def _answer(target_row):
 @pytest.mark.parametrize("task", ["copy", "reverse", "sort"])
 def test_symbol_tasks_contents_and_lengths(tmp_path, task):
     config = small_config(task, tmp_path)
-    info = get_dataset_info(config)
+    info = load_dataset(config).info
     assert info.kind == "seq2seq" and info.vocab_size == 3 + config.num_symbols
     assert (info.max_input_len, info.max_target_len) == (12, 13)  # long_max_len, + EOS
     assert info.eval_splits == ("test", "test_long")
@@ -51,7 +51,7 @@ def test_symbol_tasks_contents_and_lengths(tmp_path, task):
 
 
 def test_sort_prints_sorted_text(tmp_path):
-    info = get_dataset_info(small_config("sort", tmp_path))
+    info = load_dataset(small_config("sort", tmp_path)).info
     inputs, targets = _split_rows(small_config("sort", tmp_path), "test")
     text_in, text_out = info.tokenizer.decode(inputs[0]), info.tokenizer.decode(targets[0])
     assert text_out == "".join(sorted(text_in))
@@ -60,7 +60,7 @@ def test_sort_prints_sorted_text(tmp_path):
 @pytest.mark.parametrize("reverse_answer", [False, True])
 def test_addition_is_arithmetically_right(tmp_path, reverse_answer):
     config = small_config("addition", tmp_path, reverse_answer=reverse_answer)
-    info = get_dataset_info(config)
+    info = load_dataset(config).info
     assert info.vocab_size == 3 + len("0123456789+")
     assert (info.max_input_len, info.max_target_len) == (17, 10)  # 8+1+8; 9 digits + EOS
     for split, (low, high) in {"train": (1, 5), "test_long": (6, 8)}.items():
@@ -90,7 +90,7 @@ def test_generation_is_deterministic_and_params_get_their_own_cache(tmp_path):
     np.testing.assert_array_equal(np.stack(rows_a[0]), np.stack(rows_b[0]))
 
     other = small_config("reverse", tmp_path / "a", num_symbols=5)
-    assert get_dataset_info(other).vocab_size == 8
+    assert load_dataset(other).info.vocab_size == 8
     other_rows = _split_rows(other, "train")[0]
     assert max(int(r.max()) for r in other_rows) < 8  # not the cached 10-symbol data
     names = sorted(p.name for p in (Path(tmp_path) / "a" / "algorithmic_seq2seq").iterdir())
@@ -104,7 +104,7 @@ def test_generation_is_deterministic_and_params_get_their_own_cache(tmp_path):
 
 def test_num_test_long_zero_drops_the_split(tmp_path):
     config = small_config("copy", tmp_path, num_test_long=0)
-    info = get_dataset_info(config)
+    info = load_dataset(config).info
     assert info.eval_splits == ("test",)
     assert info.max_input_len == 8  # longest train sequence only
 

@@ -9,7 +9,7 @@ import pytest
 import tensorflow_datasets as tfds
 from data_fixtures import all_rows, small_config, unpadded
 
-from transformer_jax.data import EOS_ID, get_dataset_info, make_eval_batches, make_train_iterator
+from transformer_jax.data import EOS_ID, load_dataset
 
 SHAKESPEARE = {
     "train": "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak.\n" * 4,
@@ -26,9 +26,10 @@ def _shakespeare_source(builder, split, **kwargs):
 def test_tiny_shakespeare_is_char_level_over_all_splits(tmp_path):
     config = small_config("tiny_shakespeare", tmp_path, seq_len=16)
     with tfds.testing.mock_data(as_data_source_fn=_shakespeare_source):
-        info = get_dataset_info(config)
-        batch = next(make_train_iterator(config, seed=0, batch_size=4))
-        rows = all_rows(make_eval_batches(config, "test", batch_size=4), "targets")
+        dataset = load_dataset(config)
+        batch = next(dataset.train_iterator(seed=0, batch_size=4))
+        rows = all_rows(dataset.eval_batches("test", batch_size=4), "targets")
+    info = dataset.info
     assert info.tokenizer.alphabet == "".join(sorted(set("".join(SHAKESPEARE.values()))))
     assert info.eval_splits == ("validation", "test")
     assert batch["targets"].shape == (4, 16)
@@ -40,9 +41,10 @@ def test_tiny_shakespeare_is_char_level_over_all_splits(tmp_path):
 def test_lm1b_sentences_get_a_trained_sentencepiece_and_packing(tmp_path):
     config = small_config("lm1b", tmp_path, seq_len=24, spm_vocab_size=40)
     with tfds.testing.mock_data(num_examples=40):
-        info = get_dataset_info(config)
-        batch = next(make_train_iterator(config, seed=0, batch_size=4))
-        evals = make_eval_batches(config, "test", batch_size=8, max_examples=10)
+        dataset = load_dataset(config)
+        batch = next(dataset.train_iterator(seed=0, batch_size=4))
+        evals = dataset.eval_batches("test", batch_size=8, max_examples=10)
+    info = dataset.info
     assert info.kind == "lm" and info.max_target_len == 24 and info.vocab_size <= 40
     assert (tmp_path / "lm1b" / "spm_unigram_v40_c10000000.model").exists()
     assert batch["targets"].shape == batch["targets_segment_ids"].shape == (4, 24)
@@ -57,7 +59,7 @@ def test_lm1b_sentences_get_a_trained_sentencepiece_and_packing(tmp_path):
 def test_lm1b_without_packing_has_one_sentence_per_row(tmp_path):
     config = small_config("lm1b", tmp_path, seq_len=24, spm_vocab_size=40, packing=False)
     with tfds.testing.mock_data(num_examples=10):
-        batches = make_eval_batches(config, "test", batch_size=4)
+        batches = load_dataset(config).eval_batches("test", batch_size=4)
     assert [b["example_weights"].tolist() for b in batches][-1] == [1, 1, 0, 0]
     for row in all_rows(batches, "targets"):
         assert unpadded(row)[-1] == EOS_ID
@@ -75,10 +77,11 @@ def test_wmt_translation_pairs(tmp_path):
         "wmt14_translate/de-en", tmp_path, max_input_len=12, max_target_len=12, spm_vocab_size=60
     )
     with tfds.testing.mock_data(as_data_source_fn=_wmt_source):
-        info = get_dataset_info(config)
-        iterator = make_train_iterator(config, seed=0, batch_size=8)
+        dataset = load_dataset(config)
+        iterator = dataset.train_iterator(seed=0, batch_size=8)
         train = [next(iterator) for _ in range(6)]  # > 1 epoch of 41 pairs
-        evals = make_eval_batches(config, "validation", batch_size=8)
+        evals = dataset.eval_batches("validation", batch_size=8)
+    info = dataset.info
     assert info.kind == "seq2seq" and info.eval_splits == ("validation", "test")
     assert (tmp_path / "wmt14_translate" / "de-en").is_dir()
     tok = info.tokenizer
@@ -99,7 +102,7 @@ def test_wmt_translation_pairs(tmp_path):
 def test_unprepared_catalog_dataset_is_a_clear_error(tmp_path):
     config = small_config("tiny_shakespeare", tmp_path)
     with pytest.raises(ValueError, match=r"'tiny_shakespeare' is not prepared .*tfds build"):
-        get_dataset_info(config)
+        load_dataset(config)
 
 
 def test_reverse_direction_swaps_inputs_and_targets(tmp_path):
@@ -111,7 +114,8 @@ def test_reverse_direction_swaps_inputs_and_targets(tmp_path):
         spm_vocab_size=60,
     )
     with tfds.testing.mock_data(as_data_source_fn=_wmt_source):
-        info = get_dataset_info(config)
-        batch = make_eval_batches(config, "test", batch_size=2, max_examples=2)[0]
+        dataset = load_dataset(config)
+        batch = dataset.eval_batches("test", batch_size=2, max_examples=2)[0]
+    info = dataset.info
     assert info.tokenizer.decode(batch["inputs"][0]) == "das haus ist klein"
     np.testing.assert_array_equal(batch["example_weights"], [1, 1])

@@ -6,7 +6,7 @@ import tensorflow_datasets as tfds
 from data_fixtures import small_config
 from sklearn.datasets import load_digits
 
-from transformer_jax.data import augment, get_dataset_info, make_eval_batches, make_train_iterator
+from transformer_jax.data import augment, load_dataset
 from transformer_jax.data.sources import open_split
 
 
@@ -24,23 +24,23 @@ def split_ids(config, split):
 
 def test_split_sizes_are_fixed_disjoint_and_seeded(data_dir):
     config = small_config("digits", data_dir)
-    info = get_dataset_info(config)
+    info = load_dataset(config).info
     assert (info.kind, info.num_classes, info.image_shape) == ("classification", 10, (8, 8, 1))
     train, test = split_ids(config, "train"), split_ids(config, "test")
     assert (len(train), len(test)) == (1497, 300)
     assert sorted(np.concatenate([train, test]).tolist()) == list(range(1797))
-    get_dataset_info(small_config("digits", data_dir, data_seed=1))
+    load_dataset(small_config("digits", data_dir, data_seed=1))
     other = split_ids(small_config("digits", data_dir, data_seed=1), "test")
     assert len(other) == 300 and set(other.tolist()) != set(test.tolist())
     # Rebuilding from scratch gives the same split: it depends on data_seed alone.
     fresh = small_config("digits", data_dir / "fresh")
-    get_dataset_info(fresh)
+    load_dataset(fresh)
     assert set(split_ids(fresh, "test").tolist()) == set(test.tolist())
 
 
 def test_eval_batches_are_the_images_scaled_to_unit_range_with_their_labels(data_dir):
     config = small_config("digits", data_dir)
-    batches = make_eval_batches(config, "test", batch_size=128)
+    batches = load_dataset(config).eval_batches("test", batch_size=128)
     weights = [float(b["example_weights"].sum()) for b in batches]
     assert weights == [128, 128, 44]
     inputs = np.concatenate([b["inputs"] for b in batches])[:300]
@@ -56,30 +56,31 @@ def test_eval_batches_are_the_images_scaled_to_unit_range_with_their_labels(data
 
 def test_training_batches_are_deterministic_by_seed_and_resume_exactly(data_dir):
     config = small_config("digits", data_dir)
-    first = make_train_iterator(config, seed=3, batch_size=16)
+    dataset = load_dataset(config)
+    first = dataset.train_iterator(seed=3, batch_size=16)
     batches = [next(first) for _ in range(5)]
-    again = make_train_iterator(config, seed=3, batch_size=16)
+    again = dataset.train_iterator(seed=3, batch_size=16)
     for expected in batches:
         got = next(again)
         for key in expected:
             np.testing.assert_array_equal(got[key], expected[key])
-    other = next(make_train_iterator(config, seed=4, batch_size=16))
+    other = next(dataset.train_iterator(seed=4, batch_size=16))
     assert not np.array_equal(other["inputs"], batches[0]["inputs"])
-    resumed = make_train_iterator(config, seed=3, batch_size=16)
+    resumed = dataset.train_iterator(seed=3, batch_size=16)
     for _ in range(2):
         next(resumed)
     state = resumed.get_state()
-    restored = make_train_iterator(config, seed=3, batch_size=16)
+    restored = dataset.train_iterator(seed=3, batch_size=16)
     restored.set_state(state)
     np.testing.assert_array_equal(next(restored)["inputs"], batches[2]["inputs"])
     assert batches[0]["example_weights"].tolist() == [1.0] * 16
 
 
 def test_augmentation_shifts_training_images_only(data_dir):
-    plain = small_config("digits", data_dir, random_shift=0)
-    shifted = small_config("digits", data_dir, random_shift=1)
-    plain_it = make_train_iterator(plain, seed=0, batch_size=32)
-    shifted_it = make_train_iterator(shifted, seed=0, batch_size=32)
+    plain = load_dataset(small_config("digits", data_dir, random_shift=0))
+    shifted = load_dataset(small_config("digits", data_dir, random_shift=1))
+    plain_it = plain.train_iterator(seed=0, batch_size=32)
+    shifted_it = shifted.train_iterator(seed=0, batch_size=32)
     changed = 0
     for _ in range(3):
         a, b = next(plain_it), next(shifted_it)
@@ -93,8 +94,8 @@ def test_augmentation_shifts_training_images_only(data_dir):
             changed += not np.array_equal(augmented, original)
     assert changed > 48  # 8 of the 9 offsets move the image
     for a, b in zip(
-        make_eval_batches(plain, "test", batch_size=100),
-        make_eval_batches(shifted, "test", batch_size=100),
+        plain.eval_batches("test", batch_size=100),
+        shifted.eval_batches("test", batch_size=100),
         strict=True,
     ):
         np.testing.assert_array_equal(a["inputs"], b["inputs"])
@@ -139,8 +140,9 @@ def test_resize_changes_the_size_and_keeps_flat_images_flat(data_dir):
     flat = np.full((2, 8, 8, 3), 7, dtype=np.uint8)
     np.testing.assert_array_equal(augment.resize(flat, 20), np.full((2, 20, 20, 3), 7))
     config = small_config("digits", data_dir, image_size=16)
-    assert get_dataset_info(config).image_shape == (16, 16, 1)
-    batch = next(make_train_iterator(config, seed=0, batch_size=4))
+    dataset = load_dataset(config)
+    assert dataset.info.image_shape == (16, 16, 1)
+    batch = next(dataset.train_iterator(seed=0, batch_size=4))
     assert batch["inputs"].shape == (4, 16, 16, 1) and batch["inputs"].max() <= 1.0
 
 
@@ -156,19 +158,19 @@ def test_resize_changes_the_size_and_keeps_flat_images_flat(data_dir):
 )
 def test_bad_data_configs_name_the_field(data_dir, overrides, message):
     with pytest.raises(ValueError, match=message):
-        get_dataset_info(small_config("digits", data_dir, **overrides))
+        load_dataset(small_config("digits", data_dir, **overrides))
 
 
 @pytest.mark.parametrize("name,shape", [("mnist", (28, 28, 1)), ("cifar10", (32, 32, 3))])
 def test_catalog_images_through_the_same_pipeline(tmp_path, name, shape):
     config = small_config(name, tmp_path)
     with tfds.testing.mock_data(num_examples=20):
-        info = get_dataset_info(config)
-        batch = next(make_train_iterator(config, seed=0, batch_size=8))
-        evals = make_eval_batches(config, "test", batch_size=8)
-        resized = next(
-            make_train_iterator(small_config(name, tmp_path, image_size=12), seed=0, batch_size=2)
-        )
+        dataset = load_dataset(config)
+        batch = next(dataset.train_iterator(seed=0, batch_size=8))
+        evals = dataset.eval_batches("test", batch_size=8)
+        resized = load_dataset(small_config(name, tmp_path, image_size=12))
+        resized = next(resized.train_iterator(seed=0, batch_size=2))
+    info = dataset.info
     assert (info.num_classes, info.image_shape, info.eval_splits) == (10, shape, ("test",))
     assert batch["inputs"].shape == (8, *shape) and batch["inputs"].dtype == np.float32
     assert batch["inputs"].min() >= 0.0 and batch["inputs"].max() <= 1.0

@@ -3,17 +3,12 @@
 import pytest
 from data_fixtures import small_config
 
-from transformer_jax.data import (
-    default_data_config,
-    get_dataset_info,
-    make_eval_batches,
-    make_train_iterator,
-)
+from transformer_jax.data import default_data_config, load_dataset
 
 
 def _error(config) -> str:
     with pytest.raises(ValueError) as info:
-        get_dataset_info(config)
+        load_dataset(config)
     return str(info.value)
 
 
@@ -81,16 +76,16 @@ def test_text_file_problems(tmp_path):
 
 
 def test_bad_api_arguments(tmp_path):
-    config = small_config("copy", tmp_path)
+    dataset = load_dataset(small_config("copy", tmp_path))
     with pytest.raises(
         ValueError,
         match=r"split='valid' is invalid; valid: one of \('train', 'test', 'test_long'\)",
     ):
-        make_eval_batches(config, "valid", batch_size=4)
+        dataset.eval_batches("valid", batch_size=4)
     with pytest.raises(ValueError, match="batch_size=0 is invalid"):
-        make_train_iterator(config, seed=0, batch_size=0)
+        dataset.train_iterator(seed=0, batch_size=0)
     with pytest.raises(ValueError, match="max_examples=0 is invalid"):
-        make_eval_batches(config, "test", batch_size=4, max_examples=0)
+        dataset.eval_batches("test", batch_size=4, max_examples=0)
 
 
 def test_wmt_languages(tmp_path):

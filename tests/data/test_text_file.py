@@ -4,12 +4,7 @@ import numpy as np
 import pytest
 from data_fixtures import all_rows, small_config
 
-from transformer_jax.data import (
-    EOS_ID,
-    get_dataset_info,
-    make_eval_batches,
-    make_train_iterator,
-)
+from transformer_jax.data import EOS_ID, load_dataset
 from transformer_jax.data.char_lm import documents
 from transformer_jax.data.tokenizers import CharTokenizer
 
@@ -26,7 +21,7 @@ def text_path(tmp_path):
 
 
 def test_vocabulary_is_the_sorted_characters_of_the_file(tmp_path, text_path):
-    info = get_dataset_info(small_config("text_file", tmp_path, path=str(text_path)))
+    info = load_dataset(small_config("text_file", tmp_path, path=str(text_path))).info
     alphabet = "".join(sorted(set(TEXT)))
     assert info.kind == "lm" and info.eval_splits == ("validation",)
     assert info.vocab_size == 3 + len(alphabet)
@@ -36,36 +31,37 @@ def test_vocabulary_is_the_sorted_characters_of_the_file(tmp_path, text_path):
 
 def test_validation_is_the_last_tenth_of_the_characters(tmp_path, text_path):
     config = small_config("text_file", tmp_path, path=str(text_path), seq_len=16)
-    info = get_dataset_info(config)
+    dataset = load_dataset(config)
     cut = int(len(TEXT) * 0.9)
     for split, expected in (("validation", TEXT[cut:]), ("train", TEXT[:cut])):
-        rows = all_rows(make_eval_batches(config, split, batch_size=8), "targets")
+        rows = all_rows(dataset.eval_batches(split, batch_size=8), "targets")
         assert all(r.shape == (16,) for r in rows)
         # Consecutive windows cover the split exactly once; only the last one is padded.
-        assert "".join(info.tokenizer.decode(r) for r in rows) == expected
+        assert "".join(dataset.info.tokenizer.decode(r) for r in rows) == expected
         assert len(rows) == -(-len(expected) // 16)
 
 
 def test_training_windows_are_substrings_of_the_train_split(tmp_path, text_path):
     config = small_config("text_file", tmp_path, path=str(text_path), seq_len=20)
-    info = get_dataset_info(config)
+    dataset = load_dataset(config)
     train_text = TEXT[: int(len(TEXT) * 0.9)]
-    for batch in [next(make_train_iterator(config, seed=0, batch_size=32))]:
+    for batch in [next(dataset.train_iterator(seed=0, batch_size=32))]:
         assert batch["targets"].shape == (32, 20)
         for row in batch["targets"]:
             assert (row >= 3).all()  # full windows: no padding, no specials
-            assert info.tokenizer.decode(row) in train_text
+            assert dataset.info.tokenizer.decode(row) in train_text
 
 
 def test_editing_the_file_rebuilds_the_dataset(tmp_path, text_path):
     config = small_config("text_file", tmp_path, path=str(text_path), seq_len=8)
-    before = get_dataset_info(config)
+    before = load_dataset(config).info
     edited = TEXT.replace("be", "BE")
     text_path.write_text(edited, encoding="utf-8")
-    after = get_dataset_info(config)
-    assert after.tokenizer.alphabet == "".join(sorted(set(edited))) != before.tokenizer.alphabet
-    rows = all_rows(make_eval_batches(config, "validation", batch_size=8), "targets")
-    assert "BE" in "".join(after.tokenizer.decode(r) for r in rows)
+    after = load_dataset(config)
+    alphabet = after.info.tokenizer.alphabet
+    assert alphabet == "".join(sorted(set(edited))) != before.tokenizer.alphabet
+    rows = all_rows(after.eval_batches("validation", batch_size=8), "targets")
+    assert "BE" in "".join(after.info.tokenizer.decode(r) for r in rows)
     assert len(list((tmp_path / "local_text_file").iterdir())) == 2
 
 
@@ -91,8 +87,9 @@ def _segments(batch):
 
 def test_packing_segment_ids_and_positions(tmp_path, text_path):
     config = small_config("text_file", tmp_path, path=str(text_path), seq_len=32, packing=True)
-    info = get_dataset_info(config)
-    batch = next(make_train_iterator(config, seed=0, batch_size=8))
+    dataset = load_dataset(config)
+    info = dataset.info
+    batch = next(dataset.train_iterator(seed=0, batch_size=8))
     assert {k: v.shape for k, v in batch.items()} == {
         "targets": (8, 32),
         "targets_segment_ids": (8, 32),
@@ -107,9 +104,7 @@ def test_packing_segment_ids_and_positions(tmp_path, text_path):
     # Eval packs every paragraph piece exactly once.
     cut = int(len(TEXT) * 0.9)
     expected = documents(info.tokenizer, TEXT[cut:], 32)
-    got = [
-        t for b in make_eval_batches(config, "validation", batch_size=4) for t, _ in _segments(b)
-    ]
+    got = [t for b in dataset.eval_batches("validation", batch_size=4) for t, _ in _segments(b)]
     assert sorted(map(tuple, got)) == sorted(map(tuple, expected))
     assert all(p[-1] == EOS_ID for p in expected if len(p) < 32)
 

@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 
 from transformer_jax import defaults
+from transformer_jax.data import registry
 from transformer_jax.models.families import shift_right
 from transformer_jax.train import step as steps
 from transformer_jax.train.numerics import NonFiniteError
+from transformer_jax.train.restore import load_run
 from transformer_jax.train.trainer import train_and_evaluate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -219,3 +221,20 @@ def test_refuses_to_resume_a_different_config(tmp_path):
     config.model.norm.kind = "rmsnorm"
     with pytest.raises(ValueError, match="different config.model .*norm.kind"):
         train_and_evaluate(config, str(tmp_path / "run"))
+
+
+def test_a_run_and_its_analysis_load_the_dataset_once_each(tmp_path, monkeypatch):
+    defaults_for, build = registry.DATASETS["copy"]
+    loads = []
+
+    def counting_build(data_config):
+        loads.append(data_config.name)
+        return build(data_config)
+
+    monkeypatch.setitem(registry.DATASETS, "copy", (defaults_for, counting_build))
+    every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
+    config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
+    assert train_and_evaluate(config, str(tmp_path / "run"))["status"] == "finished"
+    assert loads == ["copy"]
+    assert load_run(str(tmp_path / "run")).info.eval_splits == ("test", "test_long")
+    assert loads == ["copy", "copy"]

@@ -11,7 +11,6 @@ import jax
 import numpy as np
 from absl import app, flags, logging
 
-from transformer_jax import data
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_common_flags
 from transformer_jax.models.families import FAMILIES, family_of
@@ -48,7 +47,7 @@ def predict(run: LoadedRun, split: str) -> tuple[np.ndarray, np.ndarray]:
         return labels_B, logits_BC.argmax(-1)
 
     labels, predicted = [], []
-    for batch in data.make_eval_batches(run.config.data, split, batch_size=_BATCH_SIZE):
+    for batch in run.dataset.eval_batches(split, batch_size=_BATCH_SIZE):
         real_B = batch["example_weights"] > 0
         labels_B, predicted_B = jax.device_get(predictions(batch))
         labels.append(labels_B[real_B])

@@ -40,7 +40,7 @@ class DatasetInfo:
         max lengths, by split name: algorithmic tasks pad train and test to the longest
         in-distribution sequence, only test_long to the longest of all (half the compute on
         copy, whose test_long sequences are twice as long).
-      eval_splits: splits that `make_eval_batches` accepts besides "train".
+      eval_splits: splits that `Dataset.eval_batches` accepts besides "train".
       tokenizer: object with encode(str) -> list[int] and decode(list[int]) -> str; None for
         images.
       num_classes: number of labels for classification, else 0.

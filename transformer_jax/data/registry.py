@@ -149,6 +149,9 @@ def checked_config(data_config) -> ml_collections.ConfigDict:
 
 
 def load(data_config):
-    """The implementation object (info, train_dataset, eval_batches) for `data_config`."""
+    """The implementation object (info, train_dataset, eval_batches) for `data_config`.
+
+    Checks the config and builds or prepares the data: call it once, through `load_dataset`.
+    """
     cfg = checked_config(data_config)
     return DATASETS[cfg.name][1](cfg)

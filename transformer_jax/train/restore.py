@@ -1,4 +1,4 @@
-"""Loads a trained run back from its directory: config, dataset info, model and parameters."""
+"""Loads a trained run back from its directory: config, dataset, model and parameters."""
 
 import dataclasses
 import json
@@ -21,7 +21,11 @@ class LoadedRun:
     model_config: ModelConfig
     model: object  # the flax module
     state: steps.TrainState
-    info: data.DatasetInfo
+    dataset: data.Dataset  # loaded once; analysis commands read their batches from it
+
+    @property
+    def info(self) -> data.DatasetInfo:
+        return self.dataset.info
 
     @property
     def variables(self) -> dict:
@@ -42,9 +46,9 @@ def load_run(workdir: str, step: int | None = None) -> LoadedRun:
     config = ml_collections.ConfigDict(resolved)
     model_config = ModelConfig.from_dict(resolved["model"])
     model = build_model(model_config)
-    info = data.get_dataset_info(config.data)
+    dataset = data.load_dataset(config.data)
     optimizer = make_optimizer(TrainConfig.from_dict(resolved["train"]), model_config.d_model)
-    sample = next(iter(data.make_eval_batches(config.data, info.eval_splits[0], batch_size=2)))
+    sample = next(iter(dataset.eval_batches(dataset.info.eval_splits[0], batch_size=2)))
     abstract = jax.eval_shape(
         lambda: steps.init_state(model, optimizer, sample, jax.random.PRNGKey(0))
     )
@@ -58,4 +62,4 @@ def load_run(workdir: str, step: int | None = None) -> LoadedRun:
     if restored is None:
         raise ValueError(f"--workdir={workdir} has no checkpoint to load")
     state, _ = restored
-    return LoadedRun(config, model_config, model, state, info)
+    return LoadedRun(config, model_config, model, state, dataset)

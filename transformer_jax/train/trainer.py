@@ -193,7 +193,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     train_cfg = TrainConfig.from_dict(config.train.to_dict())
     setup_runtime(train_cfg)  # Multi-host and compilation cache: before any computation.
     check_parallel_config(train_cfg, config.data.batch_size)
-    info = data.get_dataset_info(config.data)
+    dataset = data.load_dataset(config.data)  # The only load of the data in a run.
+    info = dataset.info
     model_config = resolve_model_config(config, info)
     if model_config.scan_layers and info.kind == "seq2seq" and train_cfg.generate_eval:
         raise ValueError(
@@ -210,12 +211,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     write_json(workdir / "config.json", {**resolved, "git_commit": git_commit()})
 
-    train_iter = data.make_train_iterator(
-        config.data, seed=config.seed, batch_size=config.data.batch_size
-    )
+    train_iter = dataset.train_iterator(seed=config.seed, batch_size=config.data.batch_size)
     eval_sets = {
-        split: data.make_eval_batches(
-            config.data,
+        split: dataset.eval_batches(
             split,
             batch_size=config.data.batch_size,
             max_examples=train_cfg.eval_examples or None,
