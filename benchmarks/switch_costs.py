@@ -19,8 +19,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from benchmarks.timing import JaxRunner, run_rounds, synthetic_batches, typed_configs
+from transformer_jax.run_dir import git_commit
 from transformer_jax.train import host_memory
-from transformer_jax.train.trainer import git_commit
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", "benchmarks/speed_configs.py:small", "Benchmark config of the baseline."

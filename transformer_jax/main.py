@@ -28,8 +28,8 @@ def main(argv):
     except NonFiniteError as error:
         print(f"Diverged: {error}", file=sys.stderr)
         sys.exit(DIVERGED_EXIT_CODE)
-    if summary["status"] == "finished":
-        for split, metrics in summary["metrics"].items():
+    if summary.status == "finished":
+        for split, metrics in summary.metrics.items():
             shown = ", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if "/" not in k)
             print(f"{split}: {shown}")
 

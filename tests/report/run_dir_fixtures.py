@@ -1,4 +1,4 @@
-"""Writers of synthetic run directories exactly as notes/contract.md specifies them."""
+"""Writers of synthetic run directories as transformer_jax/run_dir.py specifies them."""
 
 import json
 import os

@@ -1,12 +1,8 @@
-"""Report header facts: git commit and machine description."""
+"""Report header facts: the machine description."""
 
 import os
 
 from transformer_jax.report import environment
-
-
-def test_git_commit_outside_a_repository_is_unknown(tmp_path):
-    assert environment.git_commit(str(tmp_path)) == "unknown"
 
 
 def test_machine_info_describes_this_host():

@@ -8,6 +8,7 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import numpy as np
+import orbax.checkpoint as ocp
 import pytest
 
 from transformer_jax.config import TrainConfig
@@ -141,3 +142,32 @@ def test_process_killed_mid_save_keeps_previous_checkpoint(tmp_path):
         # The run can carry on and save step 2 again.
         assert ckpt.save(2, {"w": jnp.zeros((2,))}, {"pos": 2})
     assert sorted(os.listdir(tmp_path / "checkpoints")) == ["1", "2"]
+
+
+def _write_checkpoint_like_existing_runs(workdir, step, state, data_state):
+    """A checkpoint exactly as run directories written so far hold it (keep restoring these):
+    checkpoints/<step>/state (orbax StandardSave) and checkpoints/<step>/data (orbax JSON of
+    {"kind": "json", "value": grain iterator state})."""
+    manager = ocp.CheckpointManager(
+        os.path.join(workdir, "checkpoints"), item_names=("state", "data")
+    )
+    args = ocp.args.Composite(
+        state=ocp.args.StandardSave(state),
+        data=ocp.args.JsonSave({"kind": "json", "value": data_state}),
+    )
+    manager.save(step, args=args, force=True)
+    manager.wait_until_finished()
+    manager.close()
+
+
+def test_restores_checkpoints_of_existing_run_directories(tmp_path):
+    state, data_state = _state(4), {"next_index": 96, "epoch": 1}
+    _write_checkpoint_like_existing_runs(tmp_path, 40, state, data_state)
+    with Checkpointer(tmp_path, every=20, keep=2) as ckpt:
+        assert ckpt.latest_step() == 40
+        restored, restored_data = ckpt.restore(jax.eval_shape(lambda: _state(0)))
+        _assert_identical(restored, state)
+        assert restored_data == data_state
+        # The run carries on: not due at 50, due at 60.
+        assert not ckpt.save(50, state, data_state)
+        assert ckpt.save(60, state, data_state)

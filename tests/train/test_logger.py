@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from tensorboardX.proto import event_pb2
 
-from transformer_jax.train.logger import METRICS_FILE, MetricsLogger, write_json
+from transformer_jax.run_dir import METRICS_FILE
+from transformer_jax.train.logger import MetricsLogger
 
 
 def _read_jsonl(path):
@@ -137,12 +138,3 @@ def test_bad_metrics_raise(tmp_path, metrics, message):
         pytest.raises(ValueError, match=message),
     ):
         logger.write(1, "train", metrics)
-
-
-def test_write_json_is_atomic_and_converts_numpy(tmp_path):
-    path = tmp_path / "summary.json"
-    write_json(path, {"status": "finished", "loss": np.float32(0.5), "n": jnp.int32(3)})
-    write_json(path, {"status": "finished", "step": np.int64(7)})
-    with open(path) as f:
-        assert json.load(f) == {"status": "finished", "step": 7}
-    assert os.listdir(tmp_path) == ["summary.json"]  # no tmp files left behind

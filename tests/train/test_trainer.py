@@ -74,10 +74,13 @@ def test_shift_right_is_teacher_forcing():
 def test_trains_logs_and_summarises(tmp_path):
     workdir = tmp_path / "run"
     summary = train_and_evaluate(tiny_config(tmp_path / "tfds"), str(workdir))
-    assert summary["status"] == "finished" and summary["step"] == 60
-    assert set(summary["metrics"]) == {"test", "test_long"}
+    assert summary.status == "finished" and summary.step == 60
+    assert set(summary.metrics) == {"test", "test_long"}
     on_disk = json.loads((workdir / "summary.json").read_text())
-    assert on_disk["metrics"]["test"]["loss"] == pytest.approx(summary["metrics"]["test"]["loss"])
+    assert on_disk["metrics"]["test"]["loss"] == pytest.approx(summary.metrics["test"]["loss"])
+    assert on_disk["num_params"] == summary.num_params > 0 and on_disk["error"] is None
+    # The checkpointer saves on its own cadence (every 20 steps), keeping the newest 2.
+    assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["40", "60"]
     lines = read_metrics(workdir)
     train = [m for m in lines if m["split"] == "train"]
     assert [m["step"] for m in train] == [10, 20, 30, 40, 50, 60]
@@ -153,11 +156,12 @@ def test_sigterm_saves_a_checkpoint_and_resume_continues(tmp_path):
         summary = train_and_evaluate(config, str(workdir))
     finally:
         steps.train_step = original
-    assert summary["status"] == "stopped"
-    stopped_at = summary["step"]
+    assert summary.status == "stopped"
+    stopped_at = summary.step
+    assert stopped_at % config.train.checkpoint_every  # not a step the cadence would save
     assert (workdir / "checkpoints" / str(stopped_at)).exists()
     assert not (workdir / "summary.json").exists()
-    assert train_and_evaluate(config, str(workdir))["status"] == "finished"
+    assert train_and_evaluate(config, str(workdir)).status == "finished"
 
 
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
@@ -234,7 +238,7 @@ def test_a_run_and_its_analysis_load_the_dataset_once_each(tmp_path, monkeypatch
     monkeypatch.setitem(registry.DATASETS, "copy", (defaults_for, counting_build))
     every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
     config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
-    assert train_and_evaluate(config, str(tmp_path / "run"))["status"] == "finished"
+    assert train_and_evaluate(config, str(tmp_path / "run")).status == "finished"
     assert loads == ["copy"]
     assert load_run(str(tmp_path / "run")).info.eval_splits == ("test", "test_long")
     assert loads == ["copy", "copy"]

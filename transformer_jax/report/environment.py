@@ -1,4 +1,4 @@
-"""Where and from what code a sweep ran: git commit and machine description for report headers."""
+"""Where a sweep ran, for report headers: the machine (the git commit is `run_dir.git_commit`)."""
 
 import json
 import os
@@ -6,6 +6,9 @@ import platform
 import subprocess
 import sys
 from typing import Any
+
+# Re-exported for the sweep runner, which records the commit of each invocation.
+from transformer_jax.run_dir import git_commit  # noqa: F401
 
 # Runs in a child process: initialising a backend in the sweep runner itself would hold GPU memory
 # that the training subprocesses need.
@@ -20,27 +23,6 @@ print(json.dumps({
     "devices": [str(d) for d in devices],
 }))
 """
-
-
-def git_commit(cwd: str = ".") -> str:
-    """`git rev-parse HEAD` (suffixed "-dirty" with uncommitted changes); "unknown" outside git."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=30
-        )
-        if head.returncode != 0:
-            return "unknown"
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    commit = head.stdout.strip()
-    return commit + "-dirty" if status.returncode == 0 and status.stdout.strip() else commit
 
 
 def machine_info() -> dict[str, Any]:

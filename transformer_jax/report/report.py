@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from transformer_jax.report import environment, plots, summary, tables
+from transformer_jax.run_dir import git_commit
 from transformer_jax.sweep.spec import Sweep, format_override
 
 SWEEP_FILE = "sweep.json"
@@ -101,7 +102,7 @@ def write_report(workdir: str, digits: int = 3, confidence: float = 0.95) -> str
     else:
         _remove_stale(workdir, fname)
 
-    lines = _header(resolved, sweep, rows, environment.git_commit())
+    lines = _header(resolved, sweep, rows, git_commit())
     lines += ["", "## Results", "", tables.markdown_table(rows, sweep.metrics, digits, confidence)]
     lines += [
         f"Mean ± sample standard deviation (ddof=1) over the n finished seeds. Δ: mean difference "

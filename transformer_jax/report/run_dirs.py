@@ -1,9 +1,8 @@
-"""Reading run directories (layout in notes/contract.md) and classifying each run's status.
+"""Reading a sweep's run directories (the contract is transformer_jax/run_dir.py) and classifying
+each run's status.
 
-A sweep lays its runs out as WORKDIR/<variant>/seed_<seed>/. Each run directory holds what the
-trainer writes (config.json, metrics.jsonl, summary.json) plus what the sweep runner adds
-(command.txt, run.log and, after a failure, failure.json). Everything here only reads files, so a
-report can be regenerated at any time, including while a sweep is still running.
+A sweep lays its runs out as WORKDIR/<variant>/seed_<seed>/. Everything here only reads files, so
+a report can be regenerated at any time, including while a sweep is still running.
 """
 
 import dataclasses
@@ -12,36 +11,31 @@ import math
 import os
 from typing import Any, Literal
 
+from transformer_jax.run_dir import (
+    FAILURE_FILE,
+    FINAL_STATUSES,
+    GIT_COMMIT_KEY,
+    METRICS_FILE,
+    read_config,
+    read_json,
+    read_summary,
+)
+
+# Re-exported for the sweep runner (transformer_jax/sweep*.py), which reads them from here.
+from transformer_jax.run_dir import COMMAND_FILE, LOG_FILE  # noqa: F401  isort: skip
+
 RunStatus = Literal["finished", "diverged", "failed", "incomplete", "missing"]
 # finished / diverged: summary.json says so (final; a rerun would give the same result).
 # failed: no summary.json but failure.json (the trainer exited non-zero, or exited 0 without
 #   writing its summary).
 # incomplete: the run directory exists without either (interrupted, or running right now).
 # missing: no run directory (never started).
-DONE_STATUSES: tuple[RunStatus, ...] = ("finished", "diverged")
-
-SUMMARY_FILE = "summary.json"
-FAILURE_FILE = "failure.json"
-METRICS_FILE = "metrics.jsonl"
-CONFIG_FILE = "config.json"
-COMMAND_FILE = "command.txt"
-LOG_FILE = "run.log"
+DONE_STATUSES: tuple[RunStatus, ...] = FINAL_STATUSES
 
 
 def run_dir(workdir: str, variant: str, seed: int) -> str:
     """Directory of one (variant, seed) run inside a sweep's workdir."""
     return os.path.join(workdir, variant, f"seed_{seed}")
-
-
-def _read_json(path: str) -> Any | None:
-    """Parsed JSON, or None when the file is absent or half-written (a run killed mid-write)."""
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
-    except json.JSONDecodeError:
-        return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,22 +71,22 @@ def read_run(workdir: str, variant: str, seed: int) -> RunRecord:
     path = run_dir(workdir, variant, seed)
     if not os.path.isdir(path):
         return RunRecord(variant, seed, path, "missing")
-    summary = _read_json(os.path.join(path, SUMMARY_FILE))
-    failure = _read_json(os.path.join(path, FAILURE_FILE))
-    config = _read_json(os.path.join(path, CONFIG_FILE))
-    git_commit = config.get("git_commit") if isinstance(config, dict) else None
-    if isinstance(summary, dict) and summary.get("status") in DONE_STATUSES:
+    summary = read_summary(path)
+    failure = read_json(os.path.join(path, FAILURE_FILE))
+    config = read_config(path)
+    git_commit = config.get(GIT_COMMIT_KEY) if config is not None else None
+    if summary is not None and summary.status in DONE_STATUSES:
         return RunRecord(
             variant=variant,
             seed=seed,
             path=path,
-            status=summary["status"],
-            step=summary.get("step"),
-            metrics=summary.get("metrics") or {},
-            num_params=summary.get("num_params"),
-            tokens_per_sec=summary.get("tokens_per_sec"),
-            wall_time_s=summary.get("wall_time_s"),
-            error=summary.get("error"),
+            status=summary.status,
+            step=summary.step,
+            metrics=summary.metrics,
+            num_params=summary.num_params,
+            tokens_per_sec=summary.tokens_per_sec,
+            wall_time_s=summary.wall_time_s,
+            error=summary.error,
             failure=failure,
             git_commit=git_commit,
         )

@@ -5,10 +5,12 @@ counted, never silently dropped. Differences from the baseline are paired by see
 """
 
 import dataclasses
+import os
 from collections.abc import Mapping, Sequence
 
 from transformer_jax.report import stats
 from transformer_jax.report.run_dirs import RunRecord, read_run
+from transformer_jax.run_dir import LOG_FILE, SUMMARY_FILE
 from transformer_jax.sweep.spec import OverrideValue, Sweep
 
 
@@ -136,7 +138,7 @@ def notes(sweep: Sweep, rows: Sequence[VariantSummary]) -> list[str]:
                 last = tail[-1].strip() if tail else (r.error or "no error output")
                 out.append(
                     f"{where} failed (return code {failure.get('returncode')}): {last}; "
-                    f"see {r.path}/run.log"
+                    f"see {os.path.join(r.path, LOG_FILE)}"
                 )
             elif r.status == "diverged":
                 out.append(
@@ -155,7 +157,7 @@ def notes(sweep: Sweep, rows: Sequence[VariantSummary]) -> list[str]:
                     f"{split}/{key}" for split, ms in lacking[0].metrics.items() for key in ms
                 )
                 out.append(
-                    f"{m} is absent from summary.json of {len(lacking)} finished "
+                    f"{m} is absent from {SUMMARY_FILE} of {len(lacking)} finished "
                     f"run(s) of {row.name}; available: {', '.join(available) or 'none'}"
                 )
     commits = sorted({r.git_commit for row in rows for r in row.runs if r.git_commit})

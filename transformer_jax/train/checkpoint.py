@@ -1,10 +1,17 @@
 """Thin wrapper over orbax's CheckpointManager: periodic saves, keep-last-K, auto-resume.
 
+Cadence: the checkpointer decides. Call `save` as often as convenient (the trainer calls it at
+every logging boundary); it saves the steps that are multiples of `every`, plus any step saved
+with `force=True` (the end of training, a stop signal).
+
 Layout: `DIR/checkpoints/<step>/{state,data}`. `state` is any pytree of arrays (params,
 optimizer state, step, PRNG keys; raw uint32 `jax.random.PRNGKey` keys and typed
 `jax.random.key` keys both round-trip) saved with `StandardSave`; `data` is the input
 iterator state saved as JSON (grain's `get_state()` dicts; `bytes` states are stored
-base64-encoded and come back as `bytes`).
+base64-encoded and come back as `bytes`). One JSON document serves every process: all hosts
+run the same pipeline in lockstep (train/parallel.py), so a checkpoint restores on any number
+of hosts. grain's own orbax handler (`grain.checkpoint.CheckpointHandler`) is not used: it
+writes `process_<i>-of-<n>.json` and restores only with the same process count.
 
 Crash safety: orbax writes each step into `<step>.orbax-checkpoint-tmp-*` and renames
 it to `<step>` only after every file is written and committed, so a crash, SIGKILL or
@@ -20,6 +27,8 @@ import os
 from typing import Any
 
 import orbax.checkpoint as ocp
+
+from transformer_jax.run_dir import CHECKPOINT_DIR
 
 _STATE = "state"
 _DATA = "data"
@@ -45,7 +54,7 @@ class Checkpointer:
             raise ValueError(f"checkpoint every={every!r} is invalid; expected an int > 0")
         if not (isinstance(keep, int) and keep > 0):
             raise ValueError(f"checkpoint keep={keep!r} is invalid; expected an int > 0")
-        self.directory = os.path.join(os.path.abspath(workdir), "checkpoints")
+        self.directory = os.path.join(os.path.abspath(workdir), CHECKPOINT_DIR)
         options = ocp.CheckpointManagerOptions(
             # Exactly `step % every == 0`; orbax's default policy would also save
             # whatever step comes first in an empty directory.
@@ -68,11 +77,11 @@ class Checkpointer:
         return sorted(self._manager.all_steps())
 
     def save(self, step: int, state: Any, data_state: Any = None, *, force: bool = False) -> bool:
-        """Saves `state` (pytree) and `data_state` (JSON-able or bytes) at `step`.
+        """Saves `state` (pytree) and `data_state` (JSON-able or bytes) at `step` when due.
 
-        Without `force` this saves only when `step % every == 0` and `step` is newer than
-        the latest checkpoint; use `force=True` at the end of training or on a stop
-        signal. Returns whether a save was started.
+        Due means `step % every == 0` and `step` newer than the latest checkpoint, so calling
+        this every step (or every logging step) saves on the checkpoint cadence; `force=True`
+        saves any step (the end of training, a stop signal). Returns whether a save started.
         Saving a step that already has a checkpoint is a no-op returning False.
         """
         args = ocp.args.Composite(

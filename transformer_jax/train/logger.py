@@ -14,7 +14,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -23,29 +22,9 @@ from typing import Any, TextIO
 import numpy as np
 from tensorboardX import SummaryWriter
 
-METRICS_FILE = "metrics.jsonl"
+from transformer_jax.run_dir import METRICS_FILE, write_text
+
 _RESERVED = ("step", "split", "time")
-
-
-def write_json(path: str | os.PathLike, obj: Any) -> None:
-    """Writes `obj` as indented JSON to `path` atomically (tmp file + `os.replace`).
-
-    Readers (the sweep runner polling for summary.json) never see a half-written file.
-    numpy/jax scalars and arrays are converted with `.tolist()`.
-    """
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path), suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=2, default=lambda x: np.asarray(x).tolist())
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def _to_float(name: str, value: Any) -> float:
@@ -125,10 +104,7 @@ class MetricsLogger:
                     continue
                 kept.append(line.rstrip("\n"))
                 self._time_offset = max(self._time_offset, record.get("time", 0.0))
-        fd, tmp = tempfile.mkstemp(dir=self.workdir, prefix=METRICS_FILE, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.writelines(line + "\n" for line in kept)
-        os.replace(tmp, self.path)
+        write_text(self.path, "".join(line + "\n" for line in kept))
         self._start = time.monotonic()
         return dropped
 

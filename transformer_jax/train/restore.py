@@ -1,13 +1,12 @@
 """Loads a trained run back from its directory: config, dataset, model and parameters."""
 
 import dataclasses
-import json
 from pathlib import Path
 
 import jax
 import ml_collections
 
-from transformer_jax import data
+from transformer_jax import data, run_dir
 from transformer_jax.config import ModelConfig, TrainConfig
 from transformer_jax.models import build_model
 from transformer_jax.train import step as steps
@@ -38,11 +37,12 @@ class LoadedRun:
 def load_run(workdir: str, step: int | None = None) -> LoadedRun:
     """The latest (or the given) checkpoint of a run written by `train_and_evaluate`."""
     workdir = Path(workdir).expanduser()
-    config_path = workdir / "config.json"
-    if not config_path.exists():
-        raise ValueError(f"--workdir={workdir} holds no run (no config.json); train one first")
-    resolved = json.loads(config_path.read_text())
-    resolved.pop("git_commit", None)
+    resolved = run_dir.read_config(workdir)
+    if resolved is None:
+        raise ValueError(
+            f"--workdir={workdir} holds no run (no {run_dir.CONFIG_FILE}); train one first"
+        )
+    resolved.pop(run_dir.GIT_COMMIT_KEY, None)
     config = ml_collections.ConfigDict(resolved)
     model_config = ModelConfig.from_dict(resolved["model"])
     model = build_model(model_config)

@@ -5,12 +5,11 @@ latest checkpoint of `workdir` if there is one (parameters, optimizer, step, RNG
 iterator position, so a resumed run reproduces an uninterrupted one); then train, logging every
 `log_every` steps, evaluating every `eval_every`, checkpointing every `checkpoint_every`; at the
 end write `summary.json`. SIGTERM/SIGINT save a checkpoint and return; a non-finite loss writes a
-"diverged" summary and raises `NonFiniteError`, leaving the last good checkpoint untouched.
+"diverged" summary and raises `NonFiniteError`, leaving the last good checkpoint untouched. The
+files of the run directory are described in transformer_jax/run_dir.py.
 """
 
 import functools
-import json
-import subprocess
 import time
 from pathlib import Path
 
@@ -18,14 +17,14 @@ import jax
 import ml_collections
 import numpy as np
 
-from transformer_jax import data, decoding
+from transformer_jax import data, decoding, run_dir
 from transformer_jax.config import ModelConfig, TrainConfig
 from transformer_jax.config.model import upgrade_flat_model_config
 from transformer_jax.defaults import FROM_DATA
 from transformer_jax.models import FAMILIES, build_model
 from transformer_jax.train import step as steps
 from transformer_jax.train.checkpoint import Checkpointer
-from transformer_jax.train.logger import MetricsLogger, write_json
+from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.numerics import NonFiniteError, check_finite
 from transformer_jax.train.optimizer import current_learning_rate, make_optimizer
 from transformer_jax.train.parallel import check_parallel_config, make_parallel, setup_runtime
@@ -94,19 +93,6 @@ def _fill_image_fields(vit: dict, info: data.DatasetInfo) -> None:
             )
 
 
-def git_commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).parent,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 # Fields that change how, not what, the model computes: a run may resume with another value.
 _SAME_MATH_FIELDS = {"attention.impl"}
 
@@ -117,10 +103,9 @@ def _check_same_config(workdir: Path, resolved: dict):
     Only fields present in both configs are compared, so a field added to the code later (with
     a default that keeps the old behaviour) does not lock old run directories.
     """
-    path = workdir / "config.json"
-    if not path.exists():
+    previous = run_dir.read_config(workdir)
+    if previous is None:
         return
-    previous = json.loads(path.read_text())
     if previous.get("seed") != resolved.get("seed"):
         raise ValueError(
             f"workdir {workdir} holds a run with config.seed={previous.get('seed')!r}, not "
@@ -187,8 +172,12 @@ def evaluate(eval_fn, state, eval_sets) -> dict[str, dict[str, float]]:
     return results
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
-    """Trains and evaluates `config` in `workdir`, resuming it if it holds checkpoints."""
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_dir.RunSummary:
+    """Trains and evaluates `config` in `workdir`, resuming it if it holds checkpoints.
+
+    Returns the summary written to summary.json, or a "stopped" one (not written) when a
+    signal stopped the run.
+    """
     workdir = Path(workdir).expanduser()
     train_cfg = TrainConfig.from_dict(config.train.to_dict())
     setup_runtime(train_cfg)  # Multi-host and compilation cache: before any computation.
@@ -209,7 +198,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     resolved["train"] = train_cfg.to_dict()
     _check_same_config(workdir, resolved)
     workdir.mkdir(parents=True, exist_ok=True)
-    write_json(workdir / "config.json", {**resolved, "git_commit": git_commit()})
+    run_dir.write_config(workdir, resolved)
 
     train_iter = dataset.train_iterator(seed=config.seed, batch_size=config.data.batch_size)
     eval_sets = {
@@ -262,7 +251,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                 state, metrics = train_fn(state, next(train_iter))
                 step += 1
                 window.append(metrics)
-                if step % train_cfg.log_every == 0 or step == train_cfg.steps:
+                logged = step % train_cfg.log_every == 0 or step == train_cfg.steps
+                if logged:
                     averaged = _host_average(window)
                     check_finite(step, averaged)
                     elapsed = time.perf_counter() - window_start
@@ -278,40 +268,43 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                     for split, values in final_metrics.items():
                         logger.write(step, split, values)
                     window_start = time.perf_counter()
-                if step % train_cfg.checkpoint_every == 0 or stop.stop_requested():
+                stopping = stop.stop_requested()
+                if logged or stopping:  # The checkpointer saves when due; a signal forces it.
                     checkpointer.save(
-                        step, parallel.host_state(state), train_iter.get_state(), force=True
+                        step, parallel.host_state(state), train_iter.get_state(), force=stopping
                     )
-                if stop.stop_requested():
+                if stopping:
                     print(f"Stopped by signal at step {step}; checkpoint saved.", flush=True)
-                    return {"status": "stopped", "step": step}
+                    return run_dir.RunSummary(
+                        status="stopped",
+                        step=step,
+                        metrics=final_metrics,
+                        num_params=num_params,
+                        wall_time_s=time.perf_counter() - started,
+                    )
         checkpointer.save(step, parallel.host_state(state), train_iter.get_state(), force=True)
         if not final_metrics:  # Resumed at the last step: evaluate the restored state.
             final_metrics = evaluate(eval_fn, state, eval_sets)
-        summary = {
-            "status": "finished",
-            "step": step,
-            "metrics": final_metrics,
-            "num_params": num_params,
-            "tokens_per_sec": float(np.median(rates)) if rates else None,
-            "wall_time_s": time.perf_counter() - started,
-            "error": None,
-        }
-        write_json(workdir / "summary.json", summary)
+        summary = run_dir.RunSummary(
+            status="finished",
+            step=step,
+            metrics=final_metrics,
+            num_params=num_params,
+            tokens_per_sec=float(np.median(rates)) if rates else None,
+            wall_time_s=time.perf_counter() - started,
+        )
+        run_dir.write_summary(workdir, summary)
         return summary
     except NonFiniteError as error:
-        write_json(
-            workdir / "summary.json",
-            {
-                "status": "diverged",
-                "step": error.step,
-                "metrics": final_metrics,
-                "num_params": num_params,
-                "tokens_per_sec": None,
-                "wall_time_s": time.perf_counter() - started,
-                "error": str(error),
-            },
+        diverged = run_dir.RunSummary(
+            status="diverged",
+            step=error.step,
+            metrics=final_metrics,
+            num_params=num_params,
+            wall_time_s=time.perf_counter() - started,
+            error=str(error),
         )
+        run_dir.write_summary(workdir, diverged)
         raise
     finally:
         checkpointer.close()

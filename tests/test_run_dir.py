@@ -1,0 +1,64 @@
+"""The run-directory contract: atomic JSON, the typed summary, config.json and the git commit."""
+
+import json
+import os
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_jax import run_dir
+
+
+def test_write_json_is_atomic_and_converts_numpy(tmp_path):
+    path = tmp_path / run_dir.SUMMARY_FILE
+    run_dir.write_json(path, {"status": "finished", "loss": np.float32(0.5), "n": jnp.int32(3)})
+    run_dir.write_json(path, {"status": "finished", "step": np.int64(7)})
+    with open(path) as f:
+        assert json.load(f) == {"status": "finished", "step": 7}
+    assert os.listdir(tmp_path) == ["summary.json"]  # no tmp files left behind
+
+
+def test_summary_round_trips_and_reads_what_earlier_code_wrote(tmp_path):
+    summary = run_dir.RunSummary(
+        status="finished",
+        step=60,
+        metrics={"test": {"loss": 0.25, "seq_accuracy": 1.0}},
+        num_params=1234,
+        tokens_per_sec=np.float64(5e3),
+        wall_time_s=12.5,
+    )
+    run_dir.write_summary(tmp_path, summary)
+    assert run_dir.read_summary(tmp_path) == summary
+    # summary.json as the trainer wrote it by hand before RunSummary, plus a field from the future.
+    written_before = {
+        "status": "diverged",
+        "step": 20,
+        "metrics": {},
+        "num_params": 99,
+        "tokens_per_sec": None,
+        "wall_time_s": 1.0,
+        "error": "loss is nan at step 20",
+        "added_later": True,
+    }
+    (tmp_path / "summary.json").write_text(json.dumps(written_before))
+    expected = run_dir.RunSummary("diverged", 20, {}, 99, None, 1.0, "loss is nan at step 20")
+    assert run_dir.read_summary(tmp_path) == expected
+
+
+@pytest.mark.parametrize("text", [None, '{"status": "fini', "[1, 2]", '{"step": 3}'])
+def test_read_summary_is_none_without_a_whole_summary(tmp_path, text):
+    if text is not None:
+        (tmp_path / "summary.json").write_text(text)
+    assert run_dir.read_summary(tmp_path) is None
+
+
+def test_config_records_the_git_commit(tmp_path):
+    assert run_dir.read_config(tmp_path) is None
+    run_dir.write_config(tmp_path, {"seed": 3})
+    config = run_dir.read_config(tmp_path)
+    assert config["seed"] == 3 and config[run_dir.GIT_COMMIT_KEY] == run_dir.git_commit()
+
+
+def test_git_commit_outside_a_repository_is_unknown(tmp_path):
+    assert run_dir.git_commit(str(tmp_path)) == "unknown"

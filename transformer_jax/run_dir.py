@@ -1,0 +1,149 @@
+"""The run-directory contract: what a training run and the sweep runner write, and how.
+
+One training run owns one directory (`--workdir`; a sweep lays its runs out as
+WORKDIR/<variant>/seed_<seed>/). The trainer writes config.json, metrics.jsonl, checkpoints/ and
+summary.json; the sweep runner adds command.txt, run.log and, after a failure, failure.json.
+JSON files are written atomically (`write_json`: tmp file + `os.replace`), so a reader polling
+a running sweep never sees half a file; `read_json` still treats an unparsable file as absent.
+"""
+
+import dataclasses
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+
+CONFIG_FILE = "config.json"  # the resolved config plus GIT_COMMIT_KEY, written at start
+METRICS_FILE = "metrics.jsonl"  # one JSON object per log/eval event (train/logger.py)
+CHECKPOINT_DIR = "checkpoints"  # orbax steps <step>/{state,data} (train/checkpoint.py)
+SUMMARY_FILE = "summary.json"  # a RunSummary, once the run finished or diverged
+COMMAND_FILE = "command.txt"  # the sweep runner: the exact command that (re)starts the run
+LOG_FILE = "run.log"  # the sweep runner: the run's stdout and stderr
+FAILURE_FILE = "failure.json"  # the sweep runner: return code, error and stderr tail
+
+GIT_COMMIT_KEY = "git_commit"  # the field of config.json naming the code that trained the run
+
+Status = Literal["finished", "diverged", "stopped"]
+# What summary.json can say: final outcomes (rerunning the same command gives the same result).
+# "stopped" (by a signal, resumable) is returned by the trainer but never written.
+FINAL_STATUSES: tuple[Status, ...] = ("finished", "diverged")
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSummary:
+    """The outcome of a training run, as summary.json holds it.
+
+    metrics: split -> metric -> value of the last evaluation (empty if none ran).
+    tokens_per_sec: median training throughput after the first (compiling) logging window;
+      None when there was no later window or the run diverged.
+    error: why a diverged run stopped; None otherwise.
+    """
+
+    status: Status
+    step: int
+    metrics: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    num_params: int | None = None
+    tokens_per_sec: float | None = None
+    wall_time_s: float | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "RunSummary":
+        """Parses `to_json`'s output; unknown fields (from newer code) are ignored."""
+        if not isinstance(obj, Mapping) or "status" not in obj or "step" not in obj:
+            raise ValueError(f"not a run summary (needs status and step): {obj!r:.200}")
+        known = {field.name for field in dataclasses.fields(cls)}
+        fields = {k: v for k, v in obj.items() if k in known}
+        fields["metrics"] = fields.get("metrics") or {}
+        return cls(**fields)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Writes `text` to `path` atomically: readers see the old file or the new one, never half."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path), suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    """Writes `obj` as indented JSON to `path` atomically (see `write_text`).
+
+    numpy/jax scalars and arrays are converted with `.tolist()`.
+    """
+    text = json.dumps(obj, indent=2, default=lambda x: np.asarray(x).tolist())
+    write_text(path, text + "\n")
+
+
+def read_json(path: str | os.PathLike) -> Any | None:
+    """Parsed JSON, or None when the file is absent or does not parse (e.g. cut short)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def write_config(workdir: str | os.PathLike, resolved: Mapping[str, Any]) -> None:
+    """config.json: the resolved config and the git commit of the code about to run it."""
+    write_json(os.path.join(workdir, CONFIG_FILE), {**resolved, GIT_COMMIT_KEY: git_commit()})
+
+
+def read_config(workdir: str | os.PathLike) -> dict[str, Any] | None:
+    """config.json as written by `write_config` (with GIT_COMMIT_KEY), or None without one."""
+    config = read_json(os.path.join(workdir, CONFIG_FILE))
+    return config if isinstance(config, dict) else None
+
+
+def write_summary(workdir: str | os.PathLike, summary: RunSummary) -> None:
+    write_json(os.path.join(workdir, SUMMARY_FILE), summary.to_json())
+
+
+def read_summary(workdir: str | os.PathLike) -> RunSummary | None:
+    """summary.json of the run, or None if there is none (or it does not parse as one)."""
+    try:
+        return RunSummary.from_json(read_json(os.path.join(workdir, SUMMARY_FILE)))
+    except (ValueError, TypeError):
+        return None
+
+
+def git_commit(cwd: str | os.PathLike | None = None) -> str:
+    """`git rev-parse HEAD` (suffixed "-dirty" with uncommitted changes); "unknown" outside git.
+
+    `cwd` defaults to this package's directory: the commit of the code that is running.
+    """
+    cwd = _PACKAGE_DIR if cwd is None else cwd
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=30
+        )
+        if head.returncode != 0:
+            return "unknown"
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    commit = head.stdout.strip()
+    return commit + "-dirty" if status.returncode == 0 and status.stdout.strip() else commit
