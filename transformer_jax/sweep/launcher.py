@@ -24,6 +24,7 @@ from typing import Any
 from absl import logging
 
 from transformer_jax.report import run_dirs
+from transformer_jax.run_dir import FAILURE_FILE, write_json
 
 STDERR_TAIL_LINES = 60
 LOCK_FILE = ".sweep.lock"
@@ -205,6 +206,5 @@ def record_outcome(workdir: str, run: "Launch", duration: float) -> run_dirs.Run
         "date": now(),
         "duration_s": duration,
     }
-    with open(os.path.join(spec.path, run_dirs.FAILURE_FILE), "w") as f:
-        json.dump(failure, f, indent=2)
+    write_json(os.path.join(spec.path, FAILURE_FILE), failure)
     return run_dirs.read_run(workdir, spec.variant, spec.seed)

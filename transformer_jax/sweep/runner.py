@@ -30,6 +30,7 @@ from absl import logging
 
 from transformer_jax.report import environment, run_dirs
 from transformer_jax.report.report import SWEEP_FILE, write_report
+from transformer_jax.run_dir import write_json
 from transformer_jax.sweep import launcher
 from transformer_jax.sweep.launcher import RunSpec
 from transformer_jax.sweep.spec import Sweep, check_overrides, format_override
@@ -168,10 +169,7 @@ def update_sweep_json(
     if invocation is not None:
         resolved["invocations"].append(dict(invocation))
     os.makedirs(workdir, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(resolved, f, indent=2)
-    os.replace(tmp, path)
+    write_json(path, resolved)
     return resolved
 
 
