@@ -12,6 +12,9 @@ Shape letters, one legend for the whole package. Arrays are named with their axe
   P  prompt length (decoding)          O  tokens generated after the prompt
   W  beams per example                 R  rows of a batched decoding step, B * W
   U  recurrent steps of a Universal Transformer
+  I  frequency pairs of a sinusoidal or rotary table (D / 2 or H / 2)
+  E  examples of a dataset split       Z  classes of a classifier
+  J  offsets between positions (analysis of positional encodings)
   Y, X, C  image rows, columns and channels; M patches per image, Q = p * p * C values per patch
            (p the patch size; lower-case y, x the patch grid's rows and columns)
 

@@ -21,16 +21,16 @@ _BATCH_SIZE = 256
 
 
 def confusion_matrix(
-    labels_N: np.ndarray, predictions_N: np.ndarray, num_classes: int
+    labels_E: np.ndarray, predictions_E: np.ndarray, num_classes: int
 ) -> np.ndarray:
-    """(C, C) int64 counts: [i, j] = examples of true class i predicted as class j."""
-    matrix_CC = np.zeros((num_classes, num_classes), dtype=np.int64)
-    np.add.at(matrix_CC, (labels_N, predictions_N), 1)
-    return matrix_CC
+    """(Z, Z) int64 counts, Z classes: [i, j] = examples of true class i predicted as class j."""
+    matrix_ZZ = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(matrix_ZZ, (labels_E, predictions_E), 1)
+    return matrix_ZZ
 
 
 def predict(run: LoadedRun, split: str) -> tuple[np.ndarray, np.ndarray]:
-    """(labels, predicted labels) over the real examples of `split`, each int [N]."""
+    """(labels, predicted labels) over the E real examples of `split`, each int (E,)."""
     if not family_of(run.model_config).classifier:
         classifiers = [name for name in FAMILIES if FAMILIES[name].classifier]
         raise ValueError(
@@ -43,8 +43,8 @@ def predict(run: LoadedRun, split: str) -> tuple[np.ndarray, np.ndarray]:
 
     @jax.jit
     def predictions(batch):
-        logits_BC, labels_B, _, _ = forward(run.model, run.variables, batch, train=False)
-        return labels_B, logits_BC.argmax(-1)
+        logits_BZ, labels_B, _, _ = forward(run.model, run.variables, batch, train=False)
+        return labels_B, logits_BZ.argmax(-1)
 
     labels, predicted = [], []
     for batch in run.dataset.eval_batches(split, batch_size=_BATCH_SIZE):
@@ -55,44 +55,44 @@ def predict(run: LoadedRun, split: str) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(labels), np.concatenate(predicted)
 
 
-def report(matrix_CC: np.ndarray, top: int = 5) -> str:
+def report(matrix_ZZ: np.ndarray, top: int = 5) -> str:
     """The matrix as text, the accuracy and the `top` most frequent confusions."""
-    total = matrix_CC.sum()
-    lines = [f"accuracy {np.trace(matrix_CC) / max(total, 1):.4f} on {total} examples"]
-    width = max(len(str(matrix_CC.max())), 3)
-    lines.append("true\\pred " + " ".join(f"{j:>{width}}" for j in range(len(matrix_CC))))
-    for i, row in enumerate(matrix_CC):
+    total = matrix_ZZ.sum()
+    lines = [f"accuracy {np.trace(matrix_ZZ) / max(total, 1):.4f} on {total} examples"]
+    width = max(len(str(matrix_ZZ.max())), 3)
+    lines.append("true\\pred " + " ".join(f"{j:>{width}}" for j in range(len(matrix_ZZ))))
+    for i, row in enumerate(matrix_ZZ):
         lines.append(f"{i:>9} " + " ".join(f"{v:>{width}}" for v in row))
     off_diagonal = [
-        (int(matrix_CC[i, j]), i, j)
-        for i in range(len(matrix_CC))
-        for j in range(len(matrix_CC))
-        if i != j and matrix_CC[i, j]
+        (int(matrix_ZZ[i, j]), i, j)
+        for i in range(len(matrix_ZZ))
+        for j in range(len(matrix_ZZ))
+        if i != j and matrix_ZZ[i, j]
     ]
     for count, i, j in sorted(off_diagonal, reverse=True)[:top]:
         lines.append(f"  {count} x true {i} predicted {j}")
     return "\n".join(lines)
 
 
-def plot(matrix_CC: np.ndarray, out: str, title: str):
+def plot(matrix_ZZ: np.ndarray, out: str, title: str):
     """Writes the matrix as a heatmap with the counts written in the cells."""
-    num_classes = len(matrix_CC)
+    num_classes = len(matrix_ZZ)
     size = max(4.0, 0.45 * num_classes + 2.0)
     fig, axes = new_figure(1, 1, size + 1.0, size)
     ax = axes[0, 0]
-    image = ax.imshow(matrix_CC, cmap="Blues")
+    image = ax.imshow(matrix_ZZ, cmap="Blues")
     fig.colorbar(image, ax=ax, shrink=0.8, label="examples")
     if num_classes <= 30:  # beyond that, numbers in cells are unreadable
-        threshold = matrix_CC.max() / 2
+        threshold = matrix_ZZ.max() / 2
         for i in range(num_classes):
             for j in range(num_classes):
-                color = "white" if matrix_CC[i, j] > threshold else "black"
-                ax.text(j, i, str(matrix_CC[i, j]), ha="center", va="center", color=color)
+                color = "white" if matrix_ZZ[i, j] > threshold else "black"
+                ax.text(j, i, str(matrix_ZZ[i, j]), ha="center", va="center", color=color)
     ax.set_xticks(range(num_classes))
     ax.set_yticks(range(num_classes))
     ax.set_xlabel("predicted class")
     ax.set_ylabel("true class")
-    accuracy = np.trace(matrix_CC) / max(matrix_CC.sum(), 1)
+    accuracy = np.trace(matrix_ZZ) / max(matrix_ZZ.sum(), 1)
     ax.set_title(f"{title}\naccuracy {accuracy:.4f}", fontsize=9)
     return save_png(fig, out)
 
@@ -115,11 +115,11 @@ def main(argv):
     f = flags.FLAGS
     run = load_run(f.workdir, f.step)
     split = f.split or run.info.eval_splits[0]
-    labels_N, predicted_N = predict(run, split)
-    matrix_CC = confusion_matrix(labels_N, predicted_N, run.model_config.num_classes)
-    print(report(matrix_CC))
+    labels_E, predicted_E = predict(run, split)
+    matrix_ZZ = confusion_matrix(labels_E, predicted_E, run.model_config.num_classes)
+    print(report(matrix_ZZ))
     title = f"{run.config.data.name} {split}, step {int(run.state.step)}"
-    print(f"wrote {plot(matrix_CC, f.out, title)}")
+    print(f"wrote {plot(matrix_ZZ, f.out, title)}")
 
 
 if __name__ == "__main__":

@@ -32,19 +32,19 @@ KINDS = ("sinusoidal", "rotary")
 class PositionalHeatmap:
     """What the figure shows.
 
-    heatmap_PF: sinusoidal: the table (P, d_model); rotary: cos(m * theta_i) (P, d_model / 2).
-    vectors_PD: the position vectors whose dot products are taken, (P, d_model).
-    offsets_K, similarity_K: PE(0) . PE(k) for k = 0 .. K-1.
-    spread_K: over all starting positions p, max - min of PE(p) . PE(p+k) (0 up to rounding:
+    heatmap_LI: sinusoidal: the table (L, D); rotary: cos(m * theta_i) (L, I = D / 2).
+    vectors_LD: the position vectors whose dot products are taken, (L, D).
+    offsets_J, similarity_J: PE(0) . PE(k) for offsets k = 0 .. J-1.
+    spread_J: over all starting positions p, max - min of PE(p) . PE(p+k) (0 up to rounding:
       the similarity depends on the offset only).
     """
 
     kind: str
-    heatmap_PF: np.ndarray
-    vectors_PD: np.ndarray
-    offsets_K: np.ndarray
-    similarity_K: np.ndarray
-    spread_K: np.ndarray
+    heatmap_LI: np.ndarray
+    vectors_LD: np.ndarray
+    offsets_J: np.ndarray
+    similarity_J: np.ndarray
+    spread_J: np.ndarray
 
 
 def check_args(kind: str, num_positions: int, d_model: int) -> None:
@@ -57,28 +57,28 @@ def check_args(kind: str, num_positions: int, d_model: int) -> None:
 
 
 def rotary_vectors(num_positions: int, d_model: int, base: float = 10000.0) -> np.ndarray:
-    """Unit pairs (1, 0) rotated by m * theta_i with `apply_rotary`, m = 0 .. P-1. -> (P, D).
+    """Unit pairs (1, 0) rotated by m * theta_i with `apply_rotary`, m = 0 .. L-1. -> (L, D).
 
     Row m is (cos m*theta_0, sin m*theta_0, cos m*theta_1, ...).
     """
-    ones_PD = np.zeros((num_positions, d_model), np.float32)
-    ones_PD[:, 0::2] = 1.0
-    x_1P1D = jnp.asarray(ones_PD)[None, :, None, :]
+    ones_LD = np.zeros((num_positions, d_model), np.float32)
+    ones_LD[:, 0::2] = 1.0
+    x_1L1D = jnp.asarray(ones_LD)[None, :, None, :]
     pos_1P = jnp.arange(num_positions)[None]
-    return np.asarray(apply_rotary(x_1P1D, pos_1P, base))[0, :, 0, :]
+    return np.asarray(apply_rotary(x_1L1D, pos_1P, base))[0, :, 0, :]
 
 
-def similarity_by_offset(vectors_PD: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """PE(0) . PE(k) for k = 0 .. P-1 -> (P,), and its spread over start positions p -> (P,).
+def similarity_by_offset(vectors_LD: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """PE(0) . PE(k) for k = 0 .. L-1 -> (L,), and its spread over start positions p -> (L,).
 
     The spread at offset k is max_p - min_p of PE(p) . PE(p+k) over p = 0 .. P-1-k.
     """
-    vectors = vectors_PD.astype(np.float64)
-    gram_PP = vectors @ vectors.T
+    vectors = vectors_LD.astype(np.float64)
+    gram_LL = vectors @ vectors.T
     num = len(vectors)
     similarity, spread = np.zeros(num), np.zeros(num)
     for k in range(num):
-        diagonal = np.diagonal(gram_PP, offset=k)
+        diagonal = np.diagonal(gram_LL, offset=k)
         similarity[k] = diagonal[0]
         spread[k] = diagonal.max() - diagonal.min()
     return similarity, spread
@@ -90,19 +90,19 @@ def positional_heatmap(
     """The heatmap and the offset similarity of one positional encoding."""
     check_args(kind, num_positions, d_model)
     if kind == "sinusoidal":
-        vectors_PD = sinusoidal_table(num_positions, d_model, base)
-        heatmap_PF = vectors_PD
+        vectors_LD = sinusoidal_table(num_positions, d_model, base)
+        heatmap_LI = vectors_LD
     else:
-        vectors_PD = rotary_vectors(num_positions, d_model, base)
-        heatmap_PF = np.cos(np.asarray(rotary_angles(jnp.arange(num_positions), d_model, base)))
-    similarity, spread = similarity_by_offset(vectors_PD)
+        vectors_LD = rotary_vectors(num_positions, d_model, base)
+        heatmap_LI = np.cos(np.asarray(rotary_angles(jnp.arange(num_positions), d_model, base)))
+    similarity, spread = similarity_by_offset(vectors_LD)
     return PositionalHeatmap(
         kind=kind,
-        heatmap_PF=np.asarray(heatmap_PF),
-        vectors_PD=np.asarray(vectors_PD),
-        offsets_K=np.arange(num_positions),
-        similarity_K=similarity,
-        spread_K=spread,
+        heatmap_LI=np.asarray(heatmap_LI),
+        vectors_LD=np.asarray(vectors_LD),
+        offsets_J=np.arange(num_positions),
+        similarity_J=similarity,
+        spread_J=spread,
     )
 
 
@@ -110,18 +110,18 @@ def plot(result: PositionalHeatmap, out: str):
     fig, axes = new_figure(1, 2, width=11.0, height=4.2)
     ax = axes[0, 0]
     image = ax.imshow(
-        result.heatmap_PF, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest"
+        result.heatmap_LI, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest"
     )
     fig.colorbar(image, ax=ax)
     ax.set_ylabel("position")
     if result.kind == "sinusoidal":
-        ax.set_title(f"sinusoidal PE, d_model = {result.heatmap_PF.shape[1]}")
+        ax.set_title(f"sinusoidal PE, d_model = {result.heatmap_LI.shape[1]}")
         ax.set_xlabel("dimension (even: sin, odd: cos)")
     else:
-        ax.set_title(f"rotary: cos(m theta_i), head dim = {2 * result.heatmap_PF.shape[1]}")
+        ax.set_title(f"rotary: cos(m theta_i), head dim = {2 * result.heatmap_LI.shape[1]}")
         ax.set_xlabel("frequency pair i (theta_i = base^(-2i/d))")
     ax = axes[0, 1]
-    ax.plot(result.offsets_K, result.similarity_K, color="C0")
+    ax.plot(result.offsets_J, result.similarity_J, color="C0")
     ax.axhline(0.0, color="0.7", linewidth=0.8)
     ax.set_xlabel("offset k")
     ax.set_ylabel("PE(p) . PE(p+k)" if result.kind == "sinusoidal" else "r(p) . r(p+k)")
@@ -132,19 +132,19 @@ def plot(result: PositionalHeatmap, out: str):
 def report(result: PositionalHeatmap) -> str:
     name = "PE(p).PE(p+k)" if result.kind == "sinusoidal" else "r(p).r(p+k)"
     lines = [
-        f"{result.kind}: heatmap {result.heatmap_PF.shape[0]} positions x "
-        f"{result.heatmap_PF.shape[1]} columns, values in "
-        f"[{result.heatmap_PF.min():.3f}, {result.heatmap_PF.max():.3f}]",
+        f"{result.kind}: heatmap {result.heatmap_LI.shape[0]} positions x "
+        f"{result.heatmap_LI.shape[1]} columns, values in "
+        f"[{result.heatmap_LI.min():.3f}, {result.heatmap_LI.max():.3f}]",
         f"{'offset k':>15} " + " ".join(f"{k:>6d}" for k in _shown(result)),
-        f"{name:>15} " + " ".join(f"{result.similarity_K[k]:6.2f}" for k in _shown(result)),
-        f"largest spread over start positions p: {result.spread_K.max():.2e} "
+        f"{name:>15} " + " ".join(f"{result.similarity_J[k]:6.2f}" for k in _shown(result)),
+        f"largest spread over start positions p: {result.spread_J.max():.2e} "
         "(the similarity depends on k only)",
     ]
     return "\n".join(lines)
 
 
 def _shown(result: PositionalHeatmap) -> list[int]:
-    return [k for k in (0, 1, 2, 5, 10, 20, 50, 99) if k < len(result.offsets_K)]
+    return [k for k in (0, 1, 2, 5, 10, 20, 50, 99) if k < len(result.offsets_J)]
 
 
 def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:

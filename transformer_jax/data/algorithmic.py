@@ -35,9 +35,9 @@ def _symbol_examples(
     task: Task, rng: np.random.Generator, n: int, min_len: int, max_len: int, num_symbols: int
 ) -> list[Example]:
     lengths = rng.integers(min_len, max_len + 1, size=n)
-    tokens_NxL = rng.integers(0, num_symbols, size=(n, max_len)).astype(np.int32) + NUM_SPECIAL_IDS
+    tokens_EL = rng.integers(0, num_symbols, size=(n, max_len)).astype(np.int32) + NUM_SPECIAL_IDS
     examples = []
-    for row, length in zip(tokens_NxL, lengths, strict=True):
+    for row, length in zip(tokens_EL, lengths, strict=True):
         x = row[:length]
         if task == "copy":
             y = x.copy()
@@ -56,36 +56,36 @@ def _random_numbers(rng: np.random.Generator, n: int, min_len: int, max_len: int
     digit is non-zero for multi-digit numbers so the digit count is exact.
     """
     lengths = rng.integers(min_len, max_len + 1, size=n)
-    digits_NxL = rng.integers(0, 10, size=(n, max_len))
+    digits_EL = rng.integers(0, 10, size=(n, max_len))
     cols = np.arange(max_len)
-    digits_NxL = np.where(cols[None, :] < lengths[:, None], digits_NxL, 0)
+    digits_EL = np.where(cols[None, :] < lengths[:, None], digits_EL, 0)
     leading = rng.integers(1, 10, size=n)
     multi = lengths > 1
-    digits_NxL[multi, lengths[multi] - 1] = leading[multi]
-    return digits_NxL, lengths
+    digits_EL[multi, lengths[multi] - 1] = leading[multi]
+    return digits_EL, lengths
 
 
 def _addition_examples(
     rng: np.random.Generator, n: int, min_len: int, max_len: int, reverse_answer: bool
 ) -> list[Example]:
-    a_NxL, a_len = _random_numbers(rng, n, min_len, max_len)
-    b_NxL, b_len = _random_numbers(rng, n, min_len, max_len)
+    a_EL, a_len = _random_numbers(rng, n, min_len, max_len)
+    b_EL, b_len = _random_numbers(rng, n, min_len, max_len)
     # Schoolbook addition, one column at a time over all examples at once.
-    sum_NxL = np.zeros((n, max_len + 1), dtype=np.int64)
+    sum_EL = np.zeros((n, max_len + 1), dtype=np.int64)
     carry = np.zeros(n, dtype=np.int64)
     for col in range(max_len):
-        total = a_NxL[:, col] + b_NxL[:, col] + carry
-        sum_NxL[:, col], carry = total % 10, total // 10
-    sum_NxL[:, max_len] = carry
+        total = a_EL[:, col] + b_EL[:, col] + carry
+        sum_EL[:, col], carry = total % 10, total // 10
+    sum_EL[:, max_len] = carry
     # Digit count = 1 + index of the most significant non-zero digit (at least 1, for "0").
-    nonzero = sum_NxL > 0
+    nonzero = sum_EL > 0
     sum_len = np.where(nonzero.any(axis=1), max_len + 1 - np.argmax(nonzero[:, ::-1], axis=1), 1)
 
     examples = []
     for i in range(n):
-        a = a_NxL[i, : a_len[i]][::-1] + NUM_SPECIAL_IDS  # most significant digit first
-        b = b_NxL[i, : b_len[i]][::-1] + NUM_SPECIAL_IDS
-        s = sum_NxL[i, : sum_len[i]] + NUM_SPECIAL_IDS  # least significant digit first
+        a = a_EL[i, : a_len[i]][::-1] + NUM_SPECIAL_IDS  # most significant digit first
+        b = b_EL[i, : b_len[i]][::-1] + NUM_SPECIAL_IDS
+        s = sum_EL[i, : sum_len[i]] + NUM_SPECIAL_IDS  # least significant digit first
         x = np.concatenate([a, [_PLUS_ID], b]).astype(np.int32)
         y = (s if reverse_answer else s[::-1]).astype(np.int32)
         examples.append((x, y))

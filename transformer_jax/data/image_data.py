@@ -1,6 +1,6 @@
 """Image classification datasets behind the public API: digits (built offline), mnist, cifar10.
 
-Batches (contract): "inputs" float32 [B, H, W, C], pixels scaled to [0, 1]; "label" int32 [B];
+Batches (contract): "inputs" float32 (B, Y, X, C), pixels scaled to [0, 1]; "label" int32 [B];
 "example_weights" float32 [B]. Training batches are augmented (data.random_shift,
 data.random_flip), evaluation batches never are. The augmentation of training batch k draws from
 a generator seeded with (seed, k), so the stream depends on the seed alone and a restored
@@ -46,7 +46,7 @@ class EvalBatches(Sequence):
 
 
 class ImageClassificationData:
-    """A TFDS split of {"image": uint8 [H, W, C], "label": int} examples, read with grain.
+    """A TFDS split of {"image": uint8 (Y, X, C), "label": int} examples, read with grain.
 
     `max_value` is the brightest stored pixel value (255 for the catalog, 16 for digits).
     """
@@ -81,15 +81,15 @@ class ImageClassificationData:
     ) -> Batch:
         """Reads, augments (when given `rng`), resizes and scales the examples at `indices`."""
         examples = [source[int(i)] for i in indices]
-        images_BHWC = np.stack([np.asarray(ex["image"], np.uint8) for ex in examples])
+        images_BYXC = np.stack([np.asarray(ex["image"], np.uint8) for ex in examples])
         if rng is not None:
-            images_BHWC = augment.random_shift(images_BHWC, self._cfg.random_shift, rng)
+            images_BYXC = augment.random_shift(images_BYXC, self._cfg.random_shift, rng)
             if self._cfg.random_flip:
-                images_BHWC = augment.random_flip(images_BHWC, rng)
+                images_BYXC = augment.random_flip(images_BYXC, rng)
         if self._cfg.image_size:
-            images_BHWC = augment.resize(images_BHWC, self._cfg.image_size)
+            images_BYXC = augment.resize(images_BYXC, self._cfg.image_size)
         return {
-            "inputs": images_BHWC.astype(np.float32) / np.float32(self._max_value),
+            "inputs": images_BYXC.astype(np.float32) / np.float32(self._max_value),
             "label": np.asarray([ex["label"] for ex in examples], dtype=np.int32),
         }
 
