@@ -262,11 +262,9 @@ class ModelConfig:
                 f"model.d_model={self.d_model} must be divisible by model.attention.num_heads="
                 f"{self.attention.num_heads}; valid num_heads: {F.divisors(self.d_model)}"
             )
-        if self.positional.kind == "rotary" and self.head_dim % 2:
-            raise ValueError(
-                "model.positional.kind='rotary' rotates pairs of dimensions, so the head "
-                f"dimension d_model/num_heads={self.head_dim} must be even"
-            )
+        from transformer_jax.layers.positional import encoding
+
+        encoding(self.positional).check(self)
         family.check(self)
         if (self.vit is None) == family.reads_images:
             raise ValueError(

@@ -7,7 +7,8 @@ declares what it does through hooks, every one a no-op by default:
   logit_bias   bias the attention logits by distance (alibi);
   grid_signal  the additive signal of a ViT's 2-D patch grid (learned, sinusoidal), or None to
                use the 1-D hooks on the row-major patch index;
-  limited_to_table  positions must stay below model.positional.max_len (table lookups).
+  limited_to_table  positions must stay below model.positional.max_len (table lookups);
+  check        reject model configs the encoding cannot serve (rotary: an odd head dimension).
 `none` leaves the model blind to order (NTHU slide 21, the "Amy" example). A new encoding is a
 new subclass registered here, plus its tests; the stacks, the ViT and decoding call the hooks.
 """
@@ -94,6 +95,10 @@ class PositionalEncoding:
     config: PositionalConfig
     limited_to_table: ClassVar[bool] = False
 
+    def check(self, model_config) -> None:
+        """Raises ValueError for a ModelConfig this encoding cannot serve."""
+        del model_config
+
     def embed(self, x_BTD: jnp.ndarray, pos_BT: jnp.ndarray) -> jnp.ndarray:
         """Embeddings plus the absolute signal; called inside a compact module (may add
         parameters)."""
@@ -178,6 +183,13 @@ class Index(PositionalEncoding):
 @dataclasses.dataclass(frozen=True)
 class Rotary(PositionalEncoding):
     """RoFormer (Su et al. 2021): queries and keys rotated by their positions."""
+
+    def check(self, model_config):
+        if model_config.head_dim % 2:
+            raise ValueError(
+                "model.positional.kind='rotary' rotates pairs of dimensions, so the head "
+                f"dimension d_model/num_heads={model_config.head_dim} must be even"
+            )
 
     def rotate(self, x_BTNH, pos_BT):
         return apply_rotary(x_BTNH, pos_BT, self.config.base)
