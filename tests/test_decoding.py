@@ -7,30 +7,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny_configs import tiny_model
 
 from transformer_jax import decoding
 from transformer_jax.analysis.tokens import encode
-from transformer_jax.config import (
-    AttentionConfig,
-    FeedForwardConfig,
-    ModelConfig,
-    PositionalConfig,
-)
 from transformer_jax.data.info import BOS_ID, EOS_ID
 from transformer_jax.data.tokenizers import CharTokenizer
 from transformer_jax.models import build_model
 from transformer_jax.models.families import FAMILIES, check_decodable
 from transformer_jax.train import losses
 
-TINY = ModelConfig(
-    vocab_size=12,
-    d_model=16,
-    num_encoder_layers=1,
-    num_decoder_layers=2,
-    dropout_rate=0.0,
-    attention=AttentionConfig(num_heads=4, num_kv_heads=2),
-    positional=PositionalConfig(max_len=8),
-    ffn=FeedForwardConfig(d_ff=32),
+TINY = tiny_model(
+    "encoder_decoder", {"attention.num_heads": 4, "attention.num_kv_heads": 2}, vocab_size=12
 )
 SOURCE = jnp.array([[5, 3, 4, 4, 5, 0], [4, 3, 0, 0, 0, 0]], jnp.int32)  # Ids < 6: valid for V = 6.
 # Decoder inputs: BOS first; a PAD in the middle of row 1 must be masked as a key in both paths.

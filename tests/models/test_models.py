@@ -4,26 +4,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny_configs import tiny_model
 
-from transformer_jax.config import (
-    AttentionConfig,
-    FeedForwardConfig,
-    ModelConfig,
-    PositionalConfig,
-)
 from transformer_jax.models import build_model
 from transformer_jax.models.stack import TransformerStack
 
-TINY = ModelConfig(
+TINY = tiny_model(
+    "encoder_decoder",
+    {"positional.max_len": 16},
     vocab_size=16,
     num_classes=3,
-    d_model=16,
     num_encoder_layers=2,
-    num_decoder_layers=2,
-    dropout_rate=0.0,
-    attention=AttentionConfig(num_heads=2),
-    positional=PositionalConfig(max_len=16),
-    ffn=FeedForwardConfig(d_ff=32),
 )
 IDS = jnp.array([[3, 4, 5, 6, 7, 8, 9, 10], [11, 12, 13, 5, 4, 0, 0, 0]], jnp.int32)
 

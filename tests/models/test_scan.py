@@ -4,12 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny_configs import tiny_model
 
 from transformer_jax.config import (
-    AttentionConfig,
-    FeedForwardConfig,
     ModelConfig,
-    PositionalConfig,
 )
 from transformer_jax.models import build_model
 from transformer_jax.models.scan import stack_layers, unstack_layers
@@ -21,16 +19,7 @@ CONFIGS = {
 }
 
 
-TINY = ModelConfig(
-    vocab_size=11,
-    d_model=16,
-    num_encoder_layers=3,
-    num_decoder_layers=3,
-    dropout_rate=0.0,
-    attention=AttentionConfig(num_heads=2),
-    positional=PositionalConfig(max_len=8),
-    ffn=FeedForwardConfig(d_ff=32),
-)
+TINY = tiny_model("encoder_decoder", vocab_size=11, num_encoder_layers=3, num_decoder_layers=3)
 
 
 def tiny(**changes) -> ModelConfig:

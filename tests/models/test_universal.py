@@ -7,29 +7,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
+from tiny_configs import tiny_model
 
 from transformer_jax import decoding
 from transformer_jax.config import (
-    AttentionConfig,
-    FeedForwardConfig,
     ModelConfig,
-    PositionalConfig,
-    UniversalConfig,
 )
 from transformer_jax.models import build_model
 from transformer_jax.models.universal import ActState, UniversalStack, act_update
 
-TINY = ModelConfig(
-    family="decoder_only",
-    vocab_size=16,
-    d_model=16,
-    num_decoder_layers=2,
-    dropout_rate=0.0,
-    attention=AttentionConfig(num_heads=2),
-    positional=PositionalConfig(max_len=16),
-    ffn=FeedForwardConfig(d_ff=32),
-    universal=UniversalConfig(steps=3),
-)
+TINY = tiny_model("decoder_only", {"positional.max_len": 16, "universal.steps": 3}, vocab_size=16)
 # Halting probabilities near 0.5 at initialisation and a threshold of 0.5: some positions halt
 # after one step, others run on, so every ACT branch is exercised.
 ACT = TINY.override(

@@ -6,13 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny_configs import tiny_model
 
 from transformer_jax.config import (
-    AttentionConfig,
-    FeedForwardConfig,
     ModelConfig,
-    NormConfig,
-    PositionalConfig,
     ViTConfig,
 )
 from transformer_jax.defaults import from_file
@@ -20,17 +17,17 @@ from transformer_jax.layers.positional import sinusoidal_2d_table, sinusoidal_ta
 from transformer_jax.models import build_model
 from transformer_jax.models.vit import patchify, unpatchify
 
-TINY = ModelConfig(
-    family="vit",
+TINY = tiny_model(
+    "vit",
+    {
+        "ffn.activation": "gelu",
+        "norm.position": "pre",
+        "positional.kind": "learned",
+        "positional.max_len": 256,
+    },
     num_classes=5,
-    d_model=16,
     num_encoder_layers=2,
-    dropout_rate=0.0,
     vit=ViTConfig(image_size=8, num_channels=3, patch_size=2),
-    attention=AttentionConfig(num_heads=2),
-    ffn=FeedForwardConfig(activation="gelu", d_ff=32),
-    norm=NormConfig(position="pre"),
-    positional=PositionalConfig(kind="learned"),
 )
 VIT_PAPER = str(Path(__file__).parents[2] / "configs" / "vit_paper.py")
 IMAGES = jax.random.uniform(jax.random.PRNGKey(0), (2, 8, 8, 3))
