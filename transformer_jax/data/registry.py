@@ -155,6 +155,8 @@ def checked_config(data_config) -> ml_collections.ConfigDict:
                 f"data.{key}={value!r} is not a field of dataset {name!r}; "
                 f"valid fields: {sorted(merged.keys())}"
             )
+        if isinstance(merged[key], tuple) and isinstance(value, list):
+            value = tuple(value)  # a tuple read back from a run's config.json
         if not _same_type(merged[key], value):
             raise ValueError(
                 f"data.{key}={value!r} has type {type(value).__name__}; "
