@@ -17,7 +17,7 @@ same dataset as the download, so later runs without manual_dir reuse it), or cop
 into TFDS's default manual directory, ~/tensorflow_datasets/downloads/manual/.
 """
 
-from transformer_jax.sweeps import Sweep
+from transformer_jax.sweep import Sweep
 
 
 def get_sweep():

@@ -9,15 +9,7 @@ import pytest
 import tensorflow_datasets as tfds
 from data_fixtures import all_rows, small_config, unpadded
 
-from transformer_jax.data import (
-    EOS_ID,
-    get_dataset_info,
-    make_eval_batches,
-    make_text_pairs,
-    make_train_iterator,
-    multi30k,
-    tokenizers,
-)
+from transformer_jax.data import EOS_ID, load_dataset, multi30k, tokenizers
 
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
 SIZES = {"train": 20, "validation": 5, "test": 6}
@@ -86,28 +78,28 @@ def test_edited_files_are_a_new_dataset(tmp_path):
 
 @pytest.mark.parametrize("source, target", [("de", "en"), ("en", "de")])
 def test_both_directions_pair_source_and_target(data_dir, source, target):
-    cfg = config(data_dir, source_language=source, target_language=target)
-    info = get_dataset_info(cfg)
+    dataset = load_dataset(config(data_dir, source_language=source, target_language=target))
+    info = dataset.info
     assert info.kind == "seq2seq" and info.eval_splits == ("validation", "test")
-    batches = make_eval_batches(cfg, "test", batch_size=4)
+    batches = dataset.eval_batches("test", batch_size=4)
     pairs = list(zip(raw("test", source), raw("test", target), strict=True))
     rows = zip(all_rows(batches, "inputs"), all_rows(batches, "targets"), strict=True)
     for (x, y), (source_text, target_text) in zip(rows, pairs, strict=True):
         assert unpadded(x).tolist() == info.tokenizer.encode(source_text)
         assert unpadded(y).tolist() == info.tokenizer.encode(target_text) + [EOS_ID]
-    assert make_text_pairs(cfg, "test") == pairs
-    assert make_text_pairs(cfg, "validation", max_examples=2) == list(
+    assert dataset.text_pairs("test") == pairs
+    assert dataset.text_pairs("validation", max_examples=2) == list(
         zip(raw("validation", source)[:2], raw("validation", target)[:2], strict=True)
     )
 
 
 def test_eval_rows_are_padded_to_eval_max_len_and_train_rows_to_their_bucket(data_dir):
-    cfg = config(data_dir, eval_max_len=100)
-    info = get_dataset_info(cfg)
+    dataset = load_dataset(config(data_dir, eval_max_len=100))
+    info = dataset.info
     assert (info.max_input_len, info.max_target_len) == (100, 100)
     assert info.padded_lengths("train") == (80, 81)
-    assert make_eval_batches(cfg, "validation", batch_size=2)[0]["inputs"].shape == (2, 100)
-    iterator = make_train_iterator(cfg, seed=0, batch_size=1)
+    assert dataset.eval_batches("validation", batch_size=2)[0]["inputs"].shape == (2, 100)
+    iterator = dataset.train_iterator(seed=0, batch_size=1)
     seen = []
     for batch in (next(iterator) for _ in range(SIZES["train"])):  # one epoch
         (x,), (y,) = batch["inputs"], batch["targets"]
@@ -117,14 +109,14 @@ def test_eval_rows_are_padded_to_eval_max_len_and_train_rows_to_their_bucket(dat
         seen.append((info.tokenizer.decode(x), info.tokenizer.decode(y)))
     assert {x.shape[1] for x in (next(iterator)["inputs"] for _ in range(20))} == {24, 80}
     state, expected = iterator.get_state(), next(iterator)  # a resumed iterator continues
-    resumed = make_train_iterator(cfg, seed=0, batch_size=1)
+    resumed = dataset.train_iterator(seed=0, batch_size=1)
     resumed.set_state(state)
     assert next(resumed)["inputs"].tolist() == expected["inputs"].tolist()
     assert sorted(seen) == sorted(zip(raw("train", "de"), raw("train", "en"), strict=True))
 
 
 def test_vocabulary_is_joint_cached_and_shared_by_both_directions(data_dir, monkeypatch):
-    info = get_dataset_info(config(data_dir))
+    info = load_dataset(config(data_dir)).info
     path = Path(info.tokenizer.model_path)
     assert path.is_relative_to(data_dir / "multi30k") and path.name.startswith("spm_unigram_v300")
     # Both languages are in it: every training sentence round-trips without unknown pieces.
@@ -137,10 +129,10 @@ def test_vocabulary_is_joint_cached_and_shared_by_both_directions(data_dir, monk
         raise AssertionError("the cached vocabulary should have been loaded")
 
     monkeypatch.setattr(tokenizers, "train_sentencepiece", no_training)
-    other = get_dataset_info(config(data_dir, source_language="en", target_language="de"))
+    other = load_dataset(config(data_dir, source_language="en", target_language="de")).info
     assert other.tokenizer.model_path == info.tokenizer.model_path
     with pytest.raises(AssertionError, match="cached"):  # another size is another vocabulary
-        get_dataset_info(config(data_dir, spm_vocab_size=250))
+        load_dataset(config(data_dir, spm_vocab_size=250))
 
 
 @pytest.mark.parametrize(
@@ -156,9 +148,9 @@ def test_vocabulary_is_joint_cached_and_shared_by_both_directions(data_dir, monk
 )
 def test_bad_fields_are_named(tmp_path, field, value, message):
     with pytest.raises(ValueError, match=message):
-        get_dataset_info(config(tmp_path, **{field: value}))
+        load_dataset(config(tmp_path, **{field: value}))
 
 
 def test_text_pairs_need_a_translation_dataset(tmp_path):
     with pytest.raises(ValueError, match=r"data.name='copy' is invalid; valid: a translation"):
-        make_text_pairs(small_config("copy", tmp_path), "test")
+        load_dataset(small_config("copy", tmp_path)).text_pairs("test")
