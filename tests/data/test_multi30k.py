@@ -66,6 +66,20 @@ def test_other_files_than_the_pinned_ones_get_their_own_config_name(tmp_path):
     assert url_infos[multi30k.URL + "train.de.gz"].checksum == multi30k.PINNED_SHA256["train.de.gz"]
 
 
+def test_without_a_manual_dir_the_files_are_downloaded_and_checked(tmp_path, monkeypatch):
+    requested = {}
+
+    def download(self, urls):  # offline stand-in: the fixture, which is not the pinned data
+        requested.update(urls)
+        return {name: FIXTURE / name for name in urls}
+
+    monkeypatch.setattr(tfds.download.DownloadManager, "download", download)
+    builder = multi30k.make_builder("de", "en", data_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"do not have the content this config \('de-en'\)"):
+        builder.download_and_prepare()
+    assert requested == {name: multi30k.URL + name for name in multi30k.FILES}
+
+
 def test_edited_files_are_a_new_dataset(tmp_path):
     edited = tmp_path / "edited"
     shutil.copytree(FIXTURE, edited)
