@@ -24,6 +24,7 @@ SUMMARY_FILE = "summary.json"  # a RunSummary, once the run finished or diverged
 COMMAND_FILE = "command.txt"  # the sweep runner: the exact command that (re)starts the run
 LOG_FILE = "run.log"  # the sweep runner: the run's stdout and stderr
 FAILURE_FILE = "failure.json"  # the sweep runner: return code, error and stderr tail
+TRANSLATIONS_DIR = "translations"  # train.bleu: decoded test split, one line per example
 
 GIT_COMMIT_KEY = "git_commit"  # the field of config.json naming the code that trained the run
 
@@ -43,6 +44,8 @@ class RunSummary:
     tokens_per_sec: median training throughput after the first (compiling) logging window;
       None when there was no later window or the run diverged.
     error: why a diverged run stopped; None otherwise.
+    bleu: translation runs (train.bleu): the test decoding settings, sacreBLEU signatures and
+      the translations file (transformer_jax/train/bleu_eval.py); None otherwise.
     """
 
     status: Status
@@ -52,6 +55,7 @@ class RunSummary:
     tokens_per_sec: float | None = None
     wall_time_s: float | None = None
     error: str | None = None
+    bleu: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -40,6 +40,14 @@ class TrainConfig:
     # seq2seq only (ignored otherwise): also greedy-decode every eval batch, the decoder reading
     # its own outputs, and log gen_seq_accuracy, the fraction of outputs equal to the target.
     generate_eval: bool = True
+    # Translation datasets (text references: multi30k, wmt14) only: sacreBLEU of decoded text,
+    # see transformer_jax.train.bleu_eval. Every evaluation adds the validation BLEU of greedy
+    # decoding; the last one also decodes the test split by beam search and greedily, and
+    # writes the translations to the run directory (translations/).
+    bleu: bool = False
+    bleu_eval_examples: int = 0  # validation examples decoded at each evaluation; 0 = all
+    beam_size: int = 4  # test decoding: hypotheses kept per example (the paper: 4)
+    beam_alpha: float = 0.6  # test decoding: GNMT length penalty exponent (the paper: 0.6)
     # Scale-out (see transformer_jax.train.parallel). data.batch_size is the global batch: it
     # must divide evenly over the devices (and the micro-batches).
     parallelism: str = "jit"  # jit: one program over a device mesh (GSPMD) | pmap: replicated
@@ -54,9 +62,9 @@ class TrainConfig:
     def __post_init__(self):
         for name in ("steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
             F.check_int(f"train.{name}", getattr(self, name), 1)
-        for name in ("warmup_steps", "eval_examples"):
+        for name in ("warmup_steps", "eval_examples", "bleu_eval_examples"):
             F.check_int(f"train.{name}", getattr(self, name), 0)
-        for name in ("fsdp", "grad_accum_steps"):
+        for name in ("fsdp", "grad_accum_steps", "beam_size"):
             F.check_int(f"train.{name}", getattr(self, name), 1)
         F.check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
         F.check_choice("train.schedule", self.schedule, SCHEDULES)
@@ -68,7 +76,8 @@ class TrainConfig:
         F.check_float("train.eps", self.eps, above=0.0)
         F.check_float("train.weight_decay", self.weight_decay, at_least=0.0)
         F.check_float("train.grad_clip_norm", self.grad_clip_norm, at_least=0.0)
-        for name in ("diagnostics", "generate_eval", "distributed"):
+        F.check_float("train.beam_alpha", self.beam_alpha, at_least=0.0)
+        for name in ("diagnostics", "generate_eval", "distributed", "bleu"):
             F.check_bool(f"train.{name}", getattr(self, name))
         if not isinstance(self.compilation_cache_dir, str):
             raise ValueError(

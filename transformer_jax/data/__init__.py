@@ -1,9 +1,10 @@
-"""Datasets as TFDS builders read with grain: algorithmic tasks, text files, TFDS catalog.
+"""Datasets as TFDS builders read with grain: algorithmic tasks, text files, Multi30k, TFDS
+catalog.
 
 Public API (used by the trainer and the analysis commands): `load_dataset(config.data)` returns
-a `Dataset` (`.info`, `.train_iterator(seed=, batch_size=)`, `.eval_batches(split, ...)`),
-built once per run; DatasetInfo; default_data_config. Token ids: PAD 0, BOS 1, EOS 2, real
-tokens from 3.
+a `Dataset` (`.info`, `.train_iterator(seed=, batch_size=)`, `.eval_batches(split, ...)`, and
+for translation `.text_pairs(split)`), built once per run; DatasetInfo; default_data_config.
+Token ids: PAD 0, BOS 1, EOS 2, real tokens from 3.
 """
 
 from transformer_jax.data.api import Dataset, load_dataset

@@ -55,6 +55,19 @@ class Dataset:
             split, batch_size=batch_size, max_examples=max_examples
         )
 
+    def text_pairs(self, split: str, *, max_examples: int | None = None) -> list[tuple[str, str]]:
+        """(source, target) raw text of `split` (its first `max_examples`), in the order of
+        `eval_batches`: what decoded translations are scored against. Translation data only."""
+        require(
+            hasattr(self._implementation, "text_pairs"),
+            "name",
+            self.info.name,
+            "a translation dataset with text references (multi30k, wmt14_translate/de-en)",
+        )
+        splits = self.info.eval_splits
+        require(split in splits, "split", split, f"one of {splits}", prefix="")
+        return self._implementation.text_pairs(split, max_examples=max_examples)
+
 
 def load_dataset(data_config: ml_collections.ConfigDict) -> Dataset:
     """The dataset of `config.data`, after checking it and building or preparing it if needed."""

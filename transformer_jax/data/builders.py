@@ -19,7 +19,9 @@ from transformer_jax.data import algorithmic
 _TEXT_CHUNK_CHARS = 1 << 16  # characters per stored text example; keeps records small.
 
 
-def prepare(builder: tfds.core.DatasetBuilder) -> None:
+def prepare(
+    builder: tfds.core.DatasetBuilder, download_config: tfds.download.DownloadConfig | None = None
+) -> None:
     """Builds the dataset unless it is already in its data_dir.
 
     Parallel runs (a sweep) may build the same config at once: each writes a private
@@ -28,7 +30,7 @@ def prepare(builder: tfds.core.DatasetBuilder) -> None:
     if builder.is_prepared():
         return
     try:
-        builder.download_and_prepare()
+        builder.download_and_prepare(download_config=download_config)
     except FileExistsError:
         if not builder.is_prepared():
             raise

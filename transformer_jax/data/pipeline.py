@@ -5,6 +5,7 @@ their iterator state is one position; `get_state()`/`set_state()` resume at exac
 next batch.
 """
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,6 +32,47 @@ def shuffled_index_batches(
     """
     ds = grain.MapDataset.range(num_examples).shuffle(seed=seed).repeat()
     ds = ds.batch(batch_size, drop_remainder=True).map(make_batch)
+    return ds.to_iter_dataset(TRAIN_READ_OPTIONS)
+
+
+def bucketed_index_batches(
+    bucket_of: np.ndarray,
+    *,
+    seed: int,
+    batch_size: int,
+    make_batch: Callable[[np.ndarray, int], Batch],
+) -> grain.IterDataset:
+    """Endless batches of examples from one bucket each, built by `make_batch(indices, bucket)`.
+
+    `bucket_of` int [num_examples] is each example's bucket (e.g. its padded length class).
+    Every epoch shuffles each bucket, cuts it into full batches (the remainder sits the epoch
+    out) and shuffles the order of all the batches, from a generator seeded with (seed, epoch):
+    the number of batches per epoch is fixed, so the iterator state is still one position.
+    Short sequences then train in short rows: fewer padded positions per step (as the
+    tensor2tensor and fairseq length buckets), at a few shapes, each compiled once.
+    """
+    members = [np.flatnonzero(bucket_of == b) for b in range(int(bucket_of.max()) + 1)]
+    per_epoch = sum(len(m) // batch_size for m in members)
+    if per_epoch < 1:
+        raise ValueError(
+            f"batch_size={batch_size} is larger than every length bucket "
+            f"(sizes {[len(m) for m in members]}); use a smaller data.batch_size"
+        )
+
+    @functools.lru_cache(maxsize=2)
+    def plan(epoch: int) -> list[tuple[np.ndarray, int]]:
+        rng = np.random.default_rng([seed, epoch])
+        batches = []
+        for bucket, indices in enumerate(members):
+            shuffled = rng.permutation(indices)
+            full = len(indices) // batch_size * batch_size
+            batches += [(shuffled[i : i + batch_size], bucket) for i in range(0, full, batch_size)]
+        return [batches[i] for i in rng.permutation(len(batches))]
+
+    def batch(k: int, _) -> Batch:
+        return make_batch(*plan(k // per_epoch)[k % per_epoch])
+
+    ds = grain.MapDataset.range(per_epoch).repeat().map_with_index(batch)
     return ds.to_iter_dataset(TRAIN_READ_OPTIONS)
 
 

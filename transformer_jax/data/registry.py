@@ -8,7 +8,7 @@ import ml_collections
 from transformer_jax.data.algorithmic_data import AlgorithmicData
 from transformer_jax.data.char_lm import text_file_data, tiny_shakespeare_data
 from transformer_jax.data.image_data import catalog_image_data, digits_data
-from transformer_jax.data.sentencepiece_data import Lm1bData, TranslationData
+from transformer_jax.data.sentencepiece_data import Lm1bData, Multi30kData, TranslationData
 
 DEFAULT_DATA_DIR = "~/tensorflow_datasets"
 
@@ -80,6 +80,22 @@ def _wmt14(name: str) -> ml_collections.ConfigDict:
     return c
 
 
+def _multi30k(name: str) -> ml_collections.ConfigDict:
+    c = _common(name)
+    c.source_language = "de"  # language of "inputs"; "de" or "en"
+    c.target_language = "en"  # language of "targets"; "de" or "en"
+    c.manual_dir = ""  # directory holding the six raw .gz files (offline); "" = download them
+    c.max_input_len = 40  # padded training inputs, tokens; longer training pairs are dropped
+    c.max_target_len = 41  # padded training targets, tokens incl. EOS
+    c.eval_max_len = 64  # padded validation/test inputs and targets, tokens; longer are cut
+    # Training rows are padded to the first of these lengths that holds source and target+EOS,
+    # else to max_input_len / max_target_len; every batch is from one bucket. () = no buckets.
+    c.length_buckets = (16, 24, 32)
+    c.spm_vocab_size = 8_000  # joint SentencePiece vocabulary size, incl. pad/bos/eos/unk
+    c.spm_max_chars = 10_000_000  # characters of the train split for SentencePiece (all: 3.8M)
+    return c
+
+
 def _images(name: str) -> ml_collections.ConfigDict:
     c = _common(name)
     if name == "digits":
@@ -102,6 +118,7 @@ DATASETS: dict[str, tuple[Callable[[str], ml_collections.ConfigDict], Callable]]
     "tiny_shakespeare": (_tiny_shakespeare, tiny_shakespeare_data),
     "lm1b": (_lm1b, Lm1bData),
     "wmt14_translate/de-en": (_wmt14, TranslationData),
+    "multi30k": (_multi30k, Multi30kData),
     "digits": (_images, digits_data),
     "mnist": (_images, catalog_image_data),
     "cifar10": (_images, catalog_image_data),
@@ -138,6 +155,8 @@ def checked_config(data_config) -> ml_collections.ConfigDict:
                 f"data.{key}={value!r} is not a field of dataset {name!r}; "
                 f"valid fields: {sorted(merged.keys())}"
             )
+        if isinstance(merged[key], tuple) and isinstance(value, list):
+            value = tuple(value)  # a tuple read back from a run's config.json
         if not _same_type(merged[key], value):
             raise ValueError(
                 f"data.{key}={value!r} has type {type(value).__name__}; "

@@ -23,6 +23,7 @@ from transformer_jax.config.model import upgrade_flat_model_config
 from transformer_jax.defaults import FROM_DATA
 from transformer_jax.models import FAMILIES, build_model
 from transformer_jax.train import step as steps
+from transformer_jax.train.bleu_eval import BleuEvaluator
 from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.numerics import NonFiniteError, check_finite
@@ -209,6 +210,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
         )
         for split in info.eval_splits
     }
+    bleu = None
+    if train_cfg.bleu:
+        bleu = BleuEvaluator(dataset, config.data.batch_size, train_cfg, model, workdir)
     sample = next(iter(next(iter(eval_sets.values()))))
     state = steps.init_state(model, optimizer, sample, jax.random.PRNGKey(config.seed))
     num_params = steps.count_params(state.params)
@@ -224,6 +228,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     if info.kind == "seq2seq" and train_cfg.generate_eval:
         eval_fn = with_generation(eval_fn, model)
     eval_fn = parallel.wrap_eval(eval_fn)
+
+    def evaluate_all(state, final: bool) -> dict[str, dict[str, float]]:
+        results = evaluate(eval_fn, state, eval_sets)
+        if bleu is not None:
+            bleu.add_to(results, parallel.host_state(state), final=final)
+        return results
 
     checkpointer = Checkpointer(
         workdir, every=train_cfg.checkpoint_every, keep=train_cfg.keep_checkpoints
@@ -264,7 +274,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
                     logger.write(step, "train", averaged)
                     window, window_start = [], time.perf_counter()
                 if step % train_cfg.eval_every == 0 or step == train_cfg.steps:
-                    final_metrics = evaluate(eval_fn, state, eval_sets)
+                    final_metrics = evaluate_all(state, final=step == train_cfg.steps)
                     for split, values in final_metrics.items():
                         logger.write(step, split, values)
                     window_start = time.perf_counter()
@@ -284,7 +294,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
                     )
         checkpointer.save(step, parallel.host_state(state), train_iter.get_state(), force=True)
         if not final_metrics:  # Resumed at the last step: evaluate the restored state.
-            final_metrics = evaluate(eval_fn, state, eval_sets)
+            final_metrics = evaluate_all(state, final=True)
         summary = run_dir.RunSummary(
             status="finished",
             step=step,
@@ -292,6 +302,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
             num_params=num_params,
             tokens_per_sec=float(np.median(rates)) if rates else None,
             wall_time_s=time.perf_counter() - started,
+            bleu=bleu.summary() if bleu is not None else None,
         )
         run_dir.write_summary(workdir, summary)
         return summary

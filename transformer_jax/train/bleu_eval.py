@@ -1,0 +1,97 @@
+"""BLEU during and after training (train.bleu=True): decoded translations scored by sacreBLEU.
+
+Every evaluation decodes the first train.bleu_eval_examples validation examples (all when 0)
+greedily: validation/bleu_greedy and validation/bleu_lc_greedy (see transformer_jax.decoding.bleu
+for the two BLEU settings). The last evaluation also decodes the whole test split from the final
+parameters, by beam search (train.beam_size, train.beam_alpha; the paper: 4 and 0.6) and
+greedily, so both decodings of the same model are reported: test/bleu_beam, test/bleu_lc_beam,
+test/bleu_greedy, test/bleu_lc_greedy. It writes, one line per test example in test order:
+
+  translations/test.txt         beam-search outputs (the test BLEU), detokenized
+  translations/test.greedy.txt  greedy outputs
+  translations/test.ref.txt     references (raw target text)
+  translations/test.src.txt     sources (raw source text)
+
+so anyone can rescore them (`sacrebleu translations/test.ref.txt < translations/test.txt`).
+"""
+
+from pathlib import Path
+
+from transformer_jax import data, decoding
+from transformer_jax.config import TrainConfig
+from transformer_jax.decoding.bleu import corpus_bleu
+from transformer_jax.decoding.text import decode_to_text
+from transformer_jax.run_dir import TRANSLATIONS_DIR
+
+
+class BleuEvaluator:
+    """Adds BLEU metrics to the trainer's evaluation results; see the module docstring."""
+
+    def __init__(
+        self, dataset: data.Dataset, batch_size: int, train_cfg: TrainConfig, model, workdir: Path
+    ):
+        info = dataset.info
+        if not {"validation", "test"} <= set(info.eval_splits):
+            raise ValueError(
+                f"train.bleu=True needs validation and test splits; dataset {info.name!r} has "
+                f"{list(info.eval_splits)}. Set train.bleu=False"
+            )
+        limits = {"validation": train_cfg.bleu_eval_examples or None, "test": None}
+        self._batches = {
+            split: dataset.eval_batches(split, batch_size=batch_size, max_examples=n)
+            for split, n in limits.items()
+        }
+        self._pairs = {
+            split: dataset.text_pairs(split, max_examples=n) for split, n in limits.items()
+        }
+        input_len, target_len = info.padded_lengths("test")
+        decode = {
+            "greedy": decoding.DecodeConfig("greedy", max_new_tokens=target_len),
+            "beam": decoding.DecodeConfig(
+                "beam",
+                beam_size=train_cfg.beam_size,
+                alpha=train_cfg.beam_alpha,
+                max_new_tokens=target_len,
+            ),
+        }
+        # Compiled on first use, once: every eval batch has the same shape.
+        self._generate = {
+            name: decoding.make_generate_fn(model, config, (batch_size, input_len))
+            for name, config in decode.items()
+        }
+        self._tokenizer = info.tokenizer
+        self._out = Path(workdir) / TRANSLATIONS_DIR
+        self._summary = {"beam_size": train_cfg.beam_size, "beam_alpha": train_cfg.beam_alpha}
+
+    def _score(self, split: str, strategy: str, variables) -> tuple[list[str], dict[str, float]]:
+        texts = decode_to_text(
+            self._generate[strategy], variables, self._batches[split], self._tokenizer
+        )
+        bleu = corpus_bleu(texts, [target for _, target in self._pairs[split]])
+        self._summary["signatures"] = bleu.signatures
+        return texts, {f"{name}_{strategy}": score for name, score in bleu.scores.items()}
+
+    def add_to(self, results: dict[str, dict[str, float]], state, *, final: bool) -> None:
+        """Adds the BLEU metrics of `state` (a host TrainState) to `results` (split -> metrics);
+        `final` also decodes the test split and writes the translations."""
+        variables = {"params": state.params}
+        if state.batch_stats:
+            variables["batch_stats"] = state.batch_stats
+        results.setdefault("validation", {}).update(
+            self._score("validation", "greedy", variables)[1]
+        )
+        if not final:
+            return
+        sources, references = zip(*self._pairs["test"], strict=True)
+        files = {"test.src.txt": sources, "test.ref.txt": references}
+        for strategy, name in (("beam", "test.txt"), ("greedy", "test.greedy.txt")):
+            files[name], metrics = self._score("test", strategy, variables)
+            results.setdefault("test", {}).update(metrics)
+        self._out.mkdir(parents=True, exist_ok=True)
+        for name, lines in files.items():
+            (self._out / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        self._summary["translations"] = f"{TRANSLATIONS_DIR}/test.txt"
+
+    def summary(self) -> dict:
+        """summary.json's "bleu": the decoding settings, sacreBLEU signatures, translations."""
+        return dict(self._summary)
