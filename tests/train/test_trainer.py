@@ -242,3 +242,15 @@ def test_a_run_and_its_analysis_load_the_dataset_once_each(tmp_path, monkeypatch
     assert loads == ["copy"]
     assert load_run(str(tmp_path / "run")).info.eval_splits == ("test", "test_long")
     assert loads == ["copy", "copy"]
+
+
+def test_a_config_that_fails_validation_leaves_the_workdir_untouched(tmp_path):
+    """Validation runs before anything is written, so fixing the value and rerunning works."""
+    every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
+    config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
+    config.data.batch_size = 0
+    with pytest.raises(ValueError, match="data.batch_size=0"):
+        train_and_evaluate(config, str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+    config.data.batch_size = 16
+    assert train_and_evaluate(config, str(tmp_path / "run")).status == "finished"

@@ -19,6 +19,7 @@ import numpy as np
 
 from transformer_jax import data, decoding, run_dir
 from transformer_jax.config import ModelConfig, TrainConfig
+from transformer_jax.config import fields as F
 from transformer_jax.config.model import upgrade_flat_model_config
 from transformer_jax.defaults import FROM_DATA
 from transformer_jax.models import FAMILIES, build_model
@@ -181,6 +182,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     workdir = Path(workdir).expanduser()
     train_cfg = TrainConfig.from_dict(config.train.to_dict())
     setup_runtime(train_cfg)  # Multi-host and compilation cache: before any computation.
+    F.check_int("data.batch_size", config.data.batch_size, 1)
     check_parallel_config(train_cfg, config.data.batch_size)
     dataset = data.load_dataset(config.data)  # The only load of the data in a run.
     info = dataset.info
@@ -197,8 +199,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     resolved["model"] = model_config.to_dict()
     resolved["train"] = train_cfg.to_dict()
     _check_same_config(workdir, resolved)
-    workdir.mkdir(parents=True, exist_ok=True)
-    run_dir.write_config(workdir, resolved)
 
     train_iter = dataset.train_iterator(seed=config.seed, batch_size=config.data.batch_size)
     eval_sets = {
@@ -225,6 +225,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
         eval_fn = with_generation(eval_fn, model)
     eval_fn = parallel.wrap_eval(eval_fn)
 
+    # Everything is validated: only now does the run directory change (a config that fails a
+    # check must not leave a config.json that locks the workdir to it).
+    workdir.mkdir(parents=True, exist_ok=True)
+    run_dir.write_config(workdir, resolved)
     checkpointer = Checkpointer(
         workdir, every=train_cfg.checkpoint_every, keep=train_cfg.keep_checkpoints
     )
