@@ -26,6 +26,10 @@ LOG_FILE = "run.log"  # the sweep runner: the run's stdout and stderr
 FAILURE_FILE = "failure.json"  # the sweep runner: return code, error and stderr tail
 
 GIT_COMMIT_KEY = "git_commit"  # the field of config.json naming the code that trained the run
+# The field of config.json listing the changes resumes made, oldest first: {"step": the first
+# step trained with them, "git_commit", "changes": {"train.steps": {"from": 60, "to": 80}}}.
+# The rest of config.json stays the config of the first steps.
+RESUMES_KEY = "resumes"
 
 Status = Literal["finished", "diverged", "stopped"]
 # What summary.json can say: final outcomes (rerunning the same command gives the same result).
@@ -110,6 +114,31 @@ def read_config(workdir: str | os.PathLike) -> dict[str, Any] | None:
     """config.json as written by `write_config` (with GIT_COMMIT_KEY), or None without one."""
     config = read_json(os.path.join(workdir, CONFIG_FILE))
     return config if isinstance(config, dict) else None
+
+
+def record_resume(workdir: str | os.PathLike, step: int, changes: Mapping[str, Any]) -> None:
+    """Appends the config changes of a resume at `step` to config.json's RESUMES_KEY list."""
+    config = read_config(workdir)
+    if config is None:
+        raise ValueError(f"{workdir} holds no {CONFIG_FILE} to record a resume in")
+    resume = {"step": int(step), GIT_COMMIT_KEY: git_commit(), "changes": dict(changes)}
+    config[RESUMES_KEY] = [*config.get(RESUMES_KEY, []), resume]
+    write_json(os.path.join(workdir, CONFIG_FILE), config)
+
+
+def effective_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """config.json's config as the latest process ran it: the recorded resume changes applied,
+    without GIT_COMMIT_KEY and RESUMES_KEY."""
+    effective = {k: v for k, v in config.items() if k not in (GIT_COMMIT_KEY, RESUMES_KEY)}
+    effective = json.loads(json.dumps(effective))  # A deep copy to apply the changes to.
+    for resume in config.get(RESUMES_KEY, []):
+        for dotted, change in resume["changes"].items():
+            *parents, name = dotted.split(".")
+            node = effective
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[name] = change["to"]
+    return effective
 
 
 def write_summary(workdir: str | os.PathLike, summary: RunSummary) -> None:

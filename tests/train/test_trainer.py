@@ -254,3 +254,37 @@ def test_a_config_that_fails_validation_leaves_the_workdir_untouched(tmp_path):
     assert not (tmp_path / "run").exists()
     config.data.batch_size = 16
     assert train_and_evaluate(config, str(tmp_path / "run")).status == "finished"
+
+
+def test_a_resume_refuses_optimizer_changes_and_records_the_others(tmp_path):
+    """A changed optimizer field is refused before the workdir changes; a changed learning rate
+    or step count is recorded with the step it took effect, keeping the first steps' config."""
+    every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
+    config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
+    workdir = tmp_path / "run"
+    train_and_evaluate(config, str(workdir))
+    before = (workdir / "config.json").read_text()
+    for field, value in (("optimizer", "sgd"), ("b2", 0.9), ("grad_clip_norm", 0.0)):
+        changed = tiny_config(tmp_path / "tfds", steps_=2, **{**every_step, field: value})
+        with pytest.raises(ValueError, match=f"train.{field}: .* -> {value!r}"):
+            train_and_evaluate(changed, str(workdir))
+        assert (workdir / "config.json").read_text() == before
+    assert load_run(str(workdir)).state.step == 2
+
+    config.train.update(steps=4, learning_rate=5e-4)
+    assert train_and_evaluate(config, str(workdir)).step == 4
+    config.train.steps = 6
+    assert train_and_evaluate(config, str(workdir)).step == 6
+    recorded = json.loads((workdir / "config.json").read_text())
+    assert recorded["train"]["steps"] == 2 and recorded["train"]["learning_rate"] == 1e-3
+    assert [(r["step"], r["changes"]) for r in recorded["resumes"]] == [
+        (
+            2,
+            {
+                "train.steps": {"from": 2, "to": 4},
+                "train.learning_rate": {"from": 1e-3, "to": 5e-4},
+            },
+        ),
+        (4, {"train.steps": {"from": 4, "to": 6}}),
+    ]
+    assert load_run(str(workdir)).config.train.learning_rate == 5e-4

@@ -42,7 +42,7 @@ def load_run(workdir: str, step: int | None = None) -> LoadedRun:
         raise ValueError(
             f"--workdir={workdir} holds no run (no {run_dir.CONFIG_FILE}); train one first"
         )
-    resolved.pop(run_dir.GIT_COMMIT_KEY, None)
+    resolved = run_dir.effective_config(resolved)
     config = ml_collections.ConfigDict(resolved)
     model_config = ModelConfig.from_dict(resolved["model"])
     model = build_model(model_config)
