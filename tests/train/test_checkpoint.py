@@ -79,6 +79,36 @@ def test_round_trip_is_exact_and_restores_data_state(tmp_path):
     assert restored_data == data_state
 
 
+def _tree(path):
+    """Every file and directory under `path`, with its size and modification time."""
+    return {
+        os.path.join(root, name): (os.stat(os.path.join(root, name)).st_mtime_ns, len(files))
+        for root, dirs, files in os.walk(path)
+        for name in dirs + files
+    }
+
+
+def test_a_reader_leaves_a_save_in_progress_alone(tmp_path):
+    """A read-only Checkpointer (generate, analysis) restores without changing the directory:
+    the tmp directory of a running trainer's save in progress stays."""
+    state = _state(3)
+    with Checkpointer(tmp_path, every=1, keep=3) as ckpt:
+        ckpt.save(5, state)
+    in_progress = tmp_path / "checkpoints" / "10.orbax-checkpoint-tmp-1234"
+    (in_progress / "state").mkdir(parents=True)
+    before = _tree(tmp_path)
+    with Checkpointer(tmp_path, every=1, keep=1, read_only=True) as reader:
+        assert reader.latest_step() == 5
+        restored, _ = reader.restore(jax.eval_shape(lambda: _state(0)))
+        with pytest.raises(ValueError, match="read-only"):
+            reader.save(6, state, force=True)
+    _assert_identical(restored, state)
+    assert _tree(tmp_path) == before
+    with Checkpointer(tmp_path / "empty", every=1, keep=1, read_only=True) as reader:
+        assert reader.restore(jax.eval_shape(lambda: state)) is None
+    assert not (tmp_path / "empty").exists()
+
+
 def test_bytes_and_none_data_states(tmp_path):
     state = {"w": jnp.ones(2)}
     blob = b'{"pos": 3}\x00\xff'

@@ -227,7 +227,7 @@ def test_refuses_to_resume_a_different_config(tmp_path):
         train_and_evaluate(config, str(tmp_path / "run"))
 
 
-def test_a_run_and_its_analysis_load_the_dataset_once_each(tmp_path, monkeypatch):
+def test_a_run_and_its_readers_load_the_dataset_once_each_and_keep_tmp_dirs(tmp_path, monkeypatch):
     defaults_for, build = registry.DATASETS["copy"]
     loads = []
 
@@ -240,8 +240,12 @@ def test_a_run_and_its_analysis_load_the_dataset_once_each(tmp_path, monkeypatch
     config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
     assert train_and_evaluate(config, str(tmp_path / "run")).status == "finished"
     assert loads == ["copy"]
+    # A reader leaves the run directory alone, a running trainer's save in progress included.
+    in_progress = tmp_path / "run" / "checkpoints" / "4.orbax-checkpoint-tmp-99"
+    in_progress.mkdir()
     assert load_run(str(tmp_path / "run")).info.eval_splits == ("test", "test_long")
     assert loads == ["copy", "copy"]
+    assert in_progress.exists()
 
 
 def test_a_config_that_fails_validation_leaves_the_workdir_untouched(tmp_path):
