@@ -65,6 +65,11 @@ def resolve_max_new_tokens(model_config: ModelConfig, config: DecodeConfig, inpu
     positional = model_config.positional
     limit = None
     if ENCODINGS[positional.kind].limited_to_table:
+        if input_len > positional.max_len:
+            raise ValueError(
+                f"the input has {input_len} tokens, more than model.positional.max_len="
+                f"{positional.max_len} ({positional.kind} positions); shorten it"
+            )
         limit = positional.max_len - prompt_len
         if limit < 1:
             raise ValueError(
