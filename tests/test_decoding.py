@@ -377,6 +377,9 @@ def test_a_source_longer_than_the_position_table_is_refused_before_decoding():
         ("top_p", 0.0, "top_p=0.0"),
         ("beam_size", 0, "beam_size=0"),
         ("alpha", -0.5, "alpha=-0.5"),
+        ("alpha", math.nan, "alpha=nan must be a finite number"),
+        ("alpha", math.inf, "alpha=inf must be a finite number"),
+        ("temperature", math.inf, "temperature=inf must be > 0 and finite"),
     ],
 )
 def test_bad_decode_config_is_rejected(field, value, match):
