@@ -77,6 +77,9 @@ def write_text(path: str | os.PathLike, text: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path), suffix=".tmp")
     try:
+        # mkstemp creates 0600; give the file the mode `open` would (0666 less the umask, so
+        # 0644 usually), so colleagues can read a shared run directory like its other files.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
@@ -85,6 +88,13 @@ def write_text(path: str | os.PathLike, text: str) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    """The process umask (reading it means setting it, so it is set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:
