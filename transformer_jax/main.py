@@ -10,6 +10,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from transformer_jax.commands import one_line_errors
 from transformer_jax.train.numerics import NonFiniteError
 from transformer_jax.train.trainer import train_and_evaluate
 
@@ -20,6 +21,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 DIVERGED_EXIT_CODE = 3
 
 
+@one_line_errors("main")
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO.

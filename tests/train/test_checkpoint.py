@@ -12,7 +12,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 from transformer_jax.config import TrainConfig
-from transformer_jax.train.checkpoint import Checkpointer
+from transformer_jax.train.checkpoint import Checkpointer, CorruptCheckpointError
 from transformer_jax.train.optimizer import make_optimizer
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -109,6 +109,23 @@ def test_a_reader_leaves_a_save_in_progress_alone(tmp_path):
     assert not (tmp_path / "empty").exists()
 
 
+def test_a_corrupt_checkpoint_names_itself_and_the_previous_one(tmp_path):
+    state = _state(1)
+    with Checkpointer(tmp_path, every=1, keep=5) as ckpt:
+        ckpt.save(1, state)
+        ckpt.save(2, state)
+    for root, _, files in os.walk(tmp_path / "checkpoints" / "2" / "state"):
+        for name in files:
+            open(os.path.join(root, name), "w").close()  # noqa: SIM115 (truncates it)
+    with Checkpointer(tmp_path, every=1, keep=5, read_only=True) as reader:
+        with pytest.raises(CorruptCheckpointError) as info:
+            reader.restore(jax.eval_shape(lambda: state))
+        message = str(info.value)
+        assert f"checkpoint {tmp_path / 'checkpoints' / '2'} is unreadable" in message
+        assert "to use step 1, the previous one" in message
+        _assert_identical(reader.restore(jax.eval_shape(lambda: state), step=1)[0], state)
+
+
 def test_bytes_and_none_data_states(tmp_path):
     state = {"w": jnp.ones(2)}
     blob = b'{"pos": 3}\x00\xff'
@@ -151,7 +168,7 @@ def test_process_killed_mid_save_keeps_previous_checkpoint(tmp_path):
         """
         import os, sys
         import jax.numpy as jnp
-        from transformer_jax.train.checkpoint import Checkpointer
+        from transformer_jax.train.checkpoint import Checkpointer, CorruptCheckpointError
         ckpt = Checkpointer(sys.argv[1], every=1, keep=5)
         ckpt.save(1, {"w": jnp.ones((256, 256))}, {"pos": 1})
         ckpt.wait_until_finished()

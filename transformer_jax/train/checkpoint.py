@@ -48,6 +48,10 @@ def _decode_data_state(stored: dict[str, Any]) -> Any:
     return stored["value"]
 
 
+class CorruptCheckpointError(ValueError):
+    """A checkpoint that does not restore; the message names it and the previous one."""
+
+
 class Checkpointer:
     """Saves every `every` steps into `workdir/checkpoints`, keeping the newest `keep`."""
 
@@ -126,16 +130,33 @@ class Checkpointer:
             step = self.latest_step()
             if step is None:
                 return None
-        restored = self._manager.restore(
-            step,
-            args=ocp.args.Composite(
-                **{
-                    _STATE: ocp.args.StandardRestore(abstract_state),
-                    _DATA: ocp.args.JsonRestore(),
-                }
-            ),
-        )
+        try:
+            restored = self._manager.restore(
+                step,
+                args=ocp.args.Composite(
+                    **{
+                        _STATE: ocp.args.StandardRestore(abstract_state),
+                        _DATA: ocp.args.JsonRestore(),
+                    }
+                ),
+            )
+        except Exception as error:  # orbax raises whatever its readers hit on a bad file.
+            raise CorruptCheckpointError(self._unreadable(step, error)) from error
         return restored[_STATE], _decode_data_state(restored[_DATA])
+
+    def _unreadable(self, step: int, error: Exception) -> str:
+        """Names the checkpoint and the way back to the one before it. No automatic fallback:
+        silently retraining from an older step would hide the damage (and, for a reader, give
+        an older model than asked for); the user moves the bad step aside."""
+        path = os.path.join(self.directory, str(step))
+        earlier = [s for s in self.all_steps() if s < step]
+        fallback = (
+            f"move {path} out of {self.directory} to use step {earlier[-1]}, the previous one"
+            if earlier
+            else "there is no earlier checkpoint: start again in a new --workdir"
+        )
+        cause = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        return f"checkpoint {path} is unreadable ({cause[:300]}); {fallback}"
 
     def wait_until_finished(self) -> None:
         """Blocks until the pending asynchronous save (if any) is on disk."""
