@@ -25,6 +25,12 @@ COMMAND_FILE = "command.txt"  # the sweep runner: the exact command that (re)sta
 LOG_FILE = "run.log"  # the sweep runner: the run's stdout and stderr
 FAILURE_FILE = "failure.json"  # the sweep runner: return code, error and stderr tail
 
+# How the trainer's process exits (besides 0, finished, and the commands' USER_ERROR_EXIT_CODE 2):
+DIVERGED_EXIT_CODE = 3  # a non-finite loss: summary.json says "diverged"; rerunning repeats it
+# Stopped by SIGTERM/SIGINT after saving a checkpoint, no summary: rerun to resume. sysexits.h's
+# EX_TEMPFAIL ("try again later"), distinct from success so scripts that chain on it stop.
+STOPPED_EXIT_CODE = 75
+
 GIT_COMMIT_KEY = "git_commit"  # the field of config.json naming the code that trained the run
 # The field of config.json listing the changes resumes made, oldest first: {"step": the first
 # step trained with them, "git_commit", "changes": {"train.steps": {"from": 60, "to": 80}}}.
@@ -46,6 +52,8 @@ class RunSummary:
     metrics: split -> metric -> value of the last evaluation (empty if none ran).
     tokens_per_sec: median training throughput after the first (compiling) logging window;
       None when there was no later window or the run diverged.
+    wall_time_s: seconds of training, summed over the processes of a resumed run (each killed
+      process up to its last line kept in metrics.jsonl).
     error: why a diverged run stopped; None otherwise.
     """
 

@@ -14,10 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_jax import defaults
+from transformer_jax import defaults, run_dir
 from transformer_jax.data import registry
 from transformer_jax.models.families import shift_right
-from transformer_jax.train import step as steps
+from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.numerics import NonFiniteError
 from transformer_jax.train.restore import load_run
 from transformer_jax.train.trainer import train_and_evaluate
@@ -138,30 +138,45 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     assert read_metrics(workdir) == read_metrics(reference)
 
 
-def test_sigterm_saves_a_checkpoint_and_resume_continues(tmp_path):
+def test_sigterm_saves_a_checkpoint_and_resume_continues(tmp_path, monkeypatch):
     config = tiny_config(tmp_path / "tfds", steps_=40)
     workdir = tmp_path / "run"
-    # Deliver SIGTERM from a timer once training is under way.
-    original = steps.train_step
-    calls = {"n": 0}
+    # Deliver SIGTERM once training is under way: at the first logged window (step 10).
+    original = MetricsLogger.write
 
-    def train_step(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 1:
+    def write(self, step, split, metrics):
+        original(self, step, split, metrics)
+        if step == 10 and split == "train":
             os.kill(os.getpid(), signal.SIGTERM)
-        return original(*args, **kwargs)
 
-    steps.train_step = train_step
-    try:
-        summary = train_and_evaluate(config, str(workdir))
-    finally:
-        steps.train_step = original
+    monkeypatch.setattr(MetricsLogger, "write", write)
+    summary = train_and_evaluate(config, str(workdir))
+    monkeypatch.undo()
     assert summary.status == "stopped"
     stopped_at = summary.step
     assert stopped_at % config.train.checkpoint_every  # not a step the cadence would save
     assert (workdir / "checkpoints" / str(stopped_at)).exists()
     assert not (workdir / "summary.json").exists()
-    assert train_and_evaluate(config, str(workdir)).status == "finished"
+    finished = train_and_evaluate(config, str(workdir))
+    assert finished.status == "finished"
+    # Wall time sums over both processes: at least the time of the last metrics line, which
+    # continues the first process's clock.
+    last_line = json.loads((workdir / "metrics.jsonl").read_text().splitlines()[-1])
+    assert finished.wall_time_s >= last_line["time"] > 0
+
+
+def test_a_run_stopped_by_a_signal_exits_with_its_own_code(tmp_path):
+    """Not 0: a script chaining on success must not carry on with an unfinished run."""
+    script = (
+        "import transformer_jax.main as m; from absl import app; "
+        "from transformer_jax.run_dir import RunSummary; "
+        "m.train_and_evaluate = lambda config, workdir: RunSummary('stopped', 3); "
+        "app.run(m.main)"
+    )
+    command = [sys.executable, "-c", script, "--config=configs/algorithmic.py:copy"]
+    command.append(f"--workdir={tmp_path}")
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == run_dir.STOPPED_EXIT_CODE == 75, result.stderr[-2000:]
 
 
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path):

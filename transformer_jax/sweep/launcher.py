@@ -24,7 +24,7 @@ from typing import Any
 from absl import logging
 
 from transformer_jax.report import run_dirs
-from transformer_jax.run_dir import FAILURE_FILE, write_json
+from transformer_jax.run_dir import FAILURE_FILE, STOPPED_EXIT_CODE, write_json
 
 STDERR_TAIL_LINES = 60
 LOCK_FILE = ".sweep.lock"
@@ -184,9 +184,10 @@ def record_outcome(workdir: str, run: "Launch", duration: float) -> run_dirs.Run
         if rc != 0:
             logging.warning("%s wrote a finished summary but exited with %d", spec.name, rc)
         return record
-    if record.status == "incomplete" and rc == 0:
-        # The trainer stops on SIGTERM/SIGINT after saving a checkpoint and exits 0 without a
-        # summary: an interruption, resumed by the next launch, not a failure.
+    if record.status == "incomplete" and rc in (0, STOPPED_EXIT_CODE):
+        # The trainer stops on SIGTERM/SIGINT after saving a checkpoint and exits with
+        # STOPPED_EXIT_CODE (0 before it had one) without a summary: an interruption, resumed by
+        # the next launch, not a failure.
         logging.warning("%s stopped before finishing (signal?); rerun to resume", spec.name)
         return record
     tail = "".join(run.tail)

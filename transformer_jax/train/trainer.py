@@ -271,7 +271,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
 
     step = int(parallel.host_state(state).step)
     window, window_start = [], time.perf_counter()
-    rates, started = [], time.perf_counter()
+    rates = []
     final_metrics = {}
     try:
         with StopOnSignal() as stop:
@@ -308,7 +308,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
                         step=step,
                         metrics=final_metrics,
                         num_params=num_params,
-                        wall_time_s=time.perf_counter() - started,
+                        wall_time_s=logger.elapsed(),
                     )
         checkpointer.save(step, parallel.host_state(state), train_iter.get_state(), force=True)
         if not final_metrics:  # Resumed at the last step: evaluate the restored state.
@@ -319,7 +319,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
             metrics=final_metrics,
             num_params=num_params,
             tokens_per_sec=float(np.median(rates)) if rates else None,
-            wall_time_s=time.perf_counter() - started,
+            wall_time_s=logger.elapsed(),
         )
         run_dir.write_summary(workdir, summary)
         return summary
@@ -329,7 +329,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
             step=error.step,
             metrics=final_metrics,
             num_params=num_params,
-            wall_time_s=time.perf_counter() - started,
+            wall_time_s=logger.elapsed(),
             error=str(error),
         )
         run_dir.write_summary(workdir, diverged)
