@@ -8,12 +8,13 @@ a running sweep never sees half a file; `read_json` still treats an unparsable f
 """
 
 import dataclasses
+import fcntl
 import json
 import os
 import subprocess
 import tempfile
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import numpy as np
 
@@ -23,6 +24,7 @@ CHECKPOINT_DIR = "checkpoints"  # orbax steps <step>/{state,data} (train/checkpo
 SUMMARY_FILE = "summary.json"  # a RunSummary, once the run finished or diverged
 COMMAND_FILE = "command.txt"  # the sweep runner: the exact command that (re)starts the run
 LOG_FILE = "run.log"  # the sweep runner: the run's stdout and stderr
+LOCK_FILE = ".train.lock"  # the trainer: flock-ed while a process trains the run (lock_run)
 FAILURE_FILE = "failure.json"  # the sweep runner: return code, error and stderr tail
 
 # How the trainer's process exits (besides 0, finished, and the commands' USER_ERROR_EXIT_CODE 2):
@@ -157,6 +159,28 @@ def effective_config(config: Mapping[str, Any]) -> dict[str, Any]:
                 node = node.setdefault(parent, {})
             node[name] = change["to"]
     return effective
+
+
+def lock_run(workdir: str | os.PathLike) -> TextIO:
+    """Takes the run directory's lock for this process (released when the returned file is
+    closed or the process dies, even by SIGKILL); a ValueError if another process holds it,
+    so two trainers never write one run directory at once."""
+    path = os.path.join(workdir, LOCK_FILE)
+    lock = open(path, "a+")  # noqa: SIM115 (held until the caller closes it)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "unknown"
+        lock.close()
+        raise ValueError(
+            f"workdir {workdir} is being trained by another process (pid {holder}); wait for "
+            "it to finish or stop it, or use a new --workdir"
+        ) from None
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
 
 
 def write_summary(workdir: str | os.PathLike, summary: RunSummary) -> None:

@@ -307,3 +307,18 @@ def test_a_resume_refuses_optimizer_changes_and_records_the_others(tmp_path):
         (4, {"train.steps": {"from": 4, "to": 6}}),
     ]
     assert load_run(str(workdir)).config.train.learning_rate == 5e-4
+
+
+def test_two_trainers_never_write_one_run_directory(tmp_path):
+    """Another process (here: another lock holder) training the workdir makes a second refuse
+    before writing; the lock goes with its holder, so the run then trains."""
+    every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
+    config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    holder = run_dir.lock_run(workdir)
+    with pytest.raises(ValueError, match=f"being trained by another process \\(pid {os.getpid()}"):
+        train_and_evaluate(config, str(workdir))
+    assert not (workdir / "config.json").exists()
+    holder.close()
+    assert train_and_evaluate(config, str(workdir)).status == "finished"

@@ -250,6 +250,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     # Everything is validated: only now does the run directory change (a config that fails a
     # check must not leave a config.json that locks the workdir to it).
     workdir.mkdir(parents=True, exist_ok=True)
+    lock = run_dir.lock_run(workdir)  # Held until this function returns (or the process dies).
     checkpointer = Checkpointer(
         workdir, every=train_cfg.checkpoint_every, keep=train_cfg.keep_checkpoints
     )
@@ -337,3 +338,4 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     finally:
         checkpointer.close()
         logger.close()
+        lock.close()
