@@ -443,3 +443,21 @@ def test_old_flat_config_json_reads_as_the_nested_config(name):
     assert cfg == nested
     assert ModelConfig.from_dict(nested.to_dict()) == cfg
     assert ModelConfig.from_dict(json.loads(json.dumps(flat))) == cfg
+
+
+def _float_fields():
+    """(config class, field) for every float field of every typed config."""
+    import transformer_jax.config as typed
+
+    for cls in [getattr(typed, name) for name in typed.__all__]:
+        for field in dataclasses.fields(cls):
+            if field.type in (float, "float"):
+                yield cls, field.name
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize(("cls", "name"), list(_float_fields()))
+def test_every_float_field_must_be_finite(cls, name, bad):
+    """NaN passes `<= 0` checks; every float field is checked for finiteness by name."""
+    with pytest.raises(ValueError, match=rf"\.{name}={bad!r} must be a finite number"):
+        cls(**{name: bad})

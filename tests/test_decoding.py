@@ -345,6 +345,17 @@ def test_output_length_defaults_and_limits():
         resolve(TINY, decoding.DecodeConfig(max_new_tokens=9), 6)
 
 
+def test_a_source_longer_than_the_position_table_is_refused_before_decoding():
+    """The encoder's positions past max_len would be clamped to the table's last row."""
+    model, variables = init(TINY)
+    long_source = jnp.ones((1, 9), jnp.int32)
+    with pytest.raises(ValueError, match="9 tokens, more than model.positional.max_len=8"):
+        decoding.make_generate_fn(model, decoding.DecodeConfig(), long_source.shape)
+    rotary = TINY.override({"positional.kind": "rotary"})
+    model, variables = init(rotary)
+    assert decoding.generate(model, variables, long_source).shape[0] == 1
+
+
 @pytest.mark.parametrize(
     ("field", "value", "match"),
     [
@@ -354,6 +365,9 @@ def test_output_length_defaults_and_limits():
         ("top_p", 0.0, "top_p=0.0"),
         ("beam_size", 0, "beam_size=0"),
         ("alpha", -0.5, "alpha=-0.5"),
+        ("alpha", math.nan, "alpha=nan must be a finite number"),
+        ("alpha", math.inf, "alpha=inf must be a finite number"),
+        ("temperature", math.inf, "temperature=inf must be > 0 and finite"),
     ],
 )
 def test_bad_decode_config_is_rejected(field, value, match):

@@ -19,6 +19,19 @@ def test_write_json_is_atomic_and_converts_numpy(tmp_path):
     assert os.listdir(tmp_path) == ["summary.json"]  # no tmp files left behind
 
 
+def test_written_files_have_the_mode_of_ordinary_files(tmp_path):
+    """Not mkstemp's 0600: a colleague reading a shared sweep must be able to open them."""
+    previous = os.umask(0o022)
+    try:
+        run_dir.write_text(tmp_path / "metrics.jsonl", "{}\n")
+        run_dir.write_config(tmp_path, {"seed": 0})
+        (tmp_path / "plain.txt").write_text("x")
+    finally:
+        os.umask(previous)
+    for name in ("metrics.jsonl", "config.json", "plain.txt"):
+        assert oct(os.stat(tmp_path / name).st_mode & 0o777) == oct(0o644), name
+
+
 def test_summary_round_trips_and_reads_what_earlier_code_wrote(tmp_path):
     summary = run_dir.RunSummary(
         status="finished",

@@ -15,6 +15,7 @@ from absl import app, flags, logging
 
 from transformer_jax import decoding
 from transformer_jax.analysis import tokens
+from transformer_jax.commands import one_line_errors
 from transformer_jax.train.restore import load_run
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory written by transformer_jax.main.")
@@ -32,6 +33,7 @@ _SEED = flags.DEFINE_integer("seed", 0, "Sampling seed.")
 flags.mark_flags_as_required(["workdir", "input"])
 
 
+@one_line_errors("generate")
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)  # orbax logs every file it reads at INFO.

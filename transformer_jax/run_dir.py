@@ -8,12 +8,13 @@ a running sweep never sees half a file; `read_json` still treats an unparsable f
 """
 
 import dataclasses
+import fcntl
 import json
 import os
 import subprocess
 import tempfile
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import numpy as np
 
@@ -23,10 +24,21 @@ CHECKPOINT_DIR = "checkpoints"  # orbax steps <step>/{state,data} (train/checkpo
 SUMMARY_FILE = "summary.json"  # a RunSummary, once the run finished or diverged
 COMMAND_FILE = "command.txt"  # the sweep runner: the exact command that (re)starts the run
 LOG_FILE = "run.log"  # the sweep runner: the run's stdout and stderr
+LOCK_FILE = ".train.lock"  # the trainer: flock-ed while a process trains the run (lock_run)
 FAILURE_FILE = "failure.json"  # the sweep runner: return code, error and stderr tail
 TRANSLATIONS_DIR = "translations"  # train.bleu: decoded test split, one line per example
 
+# How the trainer's process exits (besides 0, finished, and the commands' USER_ERROR_EXIT_CODE 2):
+DIVERGED_EXIT_CODE = 3  # a non-finite loss: summary.json says "diverged"; rerunning repeats it
+# Stopped by SIGTERM/SIGINT after saving a checkpoint, no summary: rerun to resume. sysexits.h's
+# EX_TEMPFAIL ("try again later"), distinct from success so scripts that chain on it stop.
+STOPPED_EXIT_CODE = 75
+
 GIT_COMMIT_KEY = "git_commit"  # the field of config.json naming the code that trained the run
+# The field of config.json listing the changes resumes made, oldest first: {"step": the first
+# step trained with them, "git_commit", "changes": {"train.steps": {"from": 60, "to": 80}}}.
+# The rest of config.json stays the config of the first steps.
+RESUMES_KEY = "resumes"
 
 Status = Literal["finished", "diverged", "stopped"]
 # What summary.json can say: final outcomes (rerunning the same command gives the same result).
@@ -43,6 +55,8 @@ class RunSummary:
     metrics: split -> metric -> value of the last evaluation (empty if none ran).
     tokens_per_sec: median training throughput after the first (compiling) logging window;
       None when there was no later window or the run diverged.
+    wall_time_s: seconds of training, summed over the processes of a resumed run (each killed
+      process up to its last line kept in metrics.jsonl).
     error: why a diverged run stopped; None otherwise.
     bleu: translation runs (train.bleu): the test decoding settings, sacreBLEU signatures and
       the translations file (transformer_jax/train/bleu_eval.py); None otherwise.
@@ -77,6 +91,9 @@ def write_text(path: str | os.PathLike, text: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path), suffix=".tmp")
     try:
+        # mkstemp creates 0600; give the file the mode `open` would (0666 less the umask, so
+        # 0644 usually), so colleagues can read a shared run directory like its other files.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
@@ -85,6 +102,13 @@ def write_text(path: str | os.PathLike, text: str) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    """The process umask (reading it means setting it, so it is set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:
@@ -114,6 +138,53 @@ def read_config(workdir: str | os.PathLike) -> dict[str, Any] | None:
     """config.json as written by `write_config` (with GIT_COMMIT_KEY), or None without one."""
     config = read_json(os.path.join(workdir, CONFIG_FILE))
     return config if isinstance(config, dict) else None
+
+
+def record_resume(workdir: str | os.PathLike, step: int, changes: Mapping[str, Any]) -> None:
+    """Appends the config changes of a resume at `step` to config.json's RESUMES_KEY list."""
+    config = read_config(workdir)
+    if config is None:
+        raise ValueError(f"{workdir} holds no {CONFIG_FILE} to record a resume in")
+    resume = {"step": int(step), GIT_COMMIT_KEY: git_commit(), "changes": dict(changes)}
+    config[RESUMES_KEY] = [*config.get(RESUMES_KEY, []), resume]
+    write_json(os.path.join(workdir, CONFIG_FILE), config)
+
+
+def effective_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """config.json's config as the latest process ran it: the recorded resume changes applied,
+    without GIT_COMMIT_KEY and RESUMES_KEY."""
+    effective = {k: v for k, v in config.items() if k not in (GIT_COMMIT_KEY, RESUMES_KEY)}
+    effective = json.loads(json.dumps(effective))  # A deep copy to apply the changes to.
+    for resume in config.get(RESUMES_KEY, []):
+        for dotted, change in resume["changes"].items():
+            *parents, name = dotted.split(".")
+            node = effective
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[name] = change["to"]
+    return effective
+
+
+def lock_run(workdir: str | os.PathLike) -> TextIO:
+    """Takes the run directory's lock for this process (released when the returned file is
+    closed or the process dies, even by SIGKILL); a ValueError if another process holds it,
+    so two trainers never write one run directory at once."""
+    path = os.path.join(workdir, LOCK_FILE)
+    lock = open(path, "a+")  # noqa: SIM115 (held until the caller closes it)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "unknown"
+        lock.close()
+        raise ValueError(
+            f"workdir {workdir} is being trained by another process (pid {holder}); wait for "
+            "it to finish or stop it, or use a new --workdir"
+        ) from None
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
 
 
 def write_summary(workdir: str | os.PathLike, summary: RunSummary) -> None:

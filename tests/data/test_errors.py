@@ -70,6 +70,7 @@ def test_text_file_problems(tmp_path):
     tiny.write_text("abcdefghij", encoding="utf-8")
     assert "data.seq_len=128 is invalid; valid: <= 9" in error_for(tiny)
     assert "data.validation_fraction=1.5" in error_for(tiny, validation_fraction=1.5)
+    assert "data.validation_fraction=nan" in error_for(tiny, validation_fraction=float("nan"))
     assert "both splits" in error_for(
         tmp_path / "one.txt" if (tmp_path / "one.txt").write_text("a") else ""
     )

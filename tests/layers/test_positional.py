@@ -77,6 +77,23 @@ def test_additive_encodings():
     np.testing.assert_allclose(learned.apply(params, x, pos)[0], table[:4])
 
 
+@pytest.mark.parametrize("kind", list(positional.ENCODINGS))
+def test_positions_past_the_table_raise_for_table_encodings_only(kind):
+    """A table lookup past max_len would clamp (sinusoidal) or give NaN (learned): an error
+    naming the length and the limit, raised while tracing; other encodings have no table."""
+    module = positional.AddPositional(PositionalConfig(kind=kind, max_len=4))
+    x, pos = jnp.zeros((1, 6, 8)), jnp.arange(6)[None]
+    if positional.ENCODINGS[kind].limited_to_table:
+        with pytest.raises(ValueError, match="6 positions, more than model.positional.max_len=4"):
+            module.init(jax.random.PRNGKey(0), x, pos)
+        params = module.init(jax.random.PRNGKey(0), x[:, :4], pos[:, :4])
+        with pytest.raises(ValueError, match="max_len=4"):
+            jax.jit(module.apply)(params, x, pos)
+    else:
+        params = module.init(jax.random.PRNGKey(0), x, pos)
+        assert np.isfinite(module.apply(params, x, pos)).all()
+
+
 def test_sinusoidal_base_reaches_the_table():
     cfg = PositionalConfig(kind="sinusoidal", base=100.0, max_len=10)
     x, pos = jnp.zeros((1, 4, 8)), jnp.arange(4)[None]

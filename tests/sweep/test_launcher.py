@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from sweep_fixtures import MACHINE, run_demo
@@ -26,6 +27,34 @@ def test_workdir_lock(project):
     lock.write_text(json.dumps({"pid": dead.pid, "hostname": host}))
     assert run_demo(workdir, variants=["base"], seeds=[0]) == {"finished": 1}
     assert not lock.exists()
+
+
+def test_a_run_dies_with_its_killed_runner(tmp_path):
+    """kill -9 of the runner must not leave its trainer writing the run directory."""
+    runner = f"""
+import sys, time
+from transformer_jax.sweep import launcher
+spec = launcher.RunSpec("v", 0, {str(tmp_path / "run")!r}, (sys.executable, "-c",
+    "import time; time.sleep(120)"))
+print(launcher.Launch(spec, None, ".").proc.pid, flush=True)
+time.sleep(120)
+"""
+    parent = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.time() + 30
+    while _alive(child) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"  # a zombie (unreaped orphan) is dead
+    except FileNotFoundError:
+        return False
 
 
 def test_killed_run_fails_and_stopped_run_stays_resumable(project):

@@ -12,7 +12,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 from transformer_jax.config import TrainConfig
-from transformer_jax.train.checkpoint import Checkpointer
+from transformer_jax.train.checkpoint import Checkpointer, CorruptCheckpointError
 from transformer_jax.train.optimizer import make_optimizer
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -79,6 +79,53 @@ def test_round_trip_is_exact_and_restores_data_state(tmp_path):
     assert restored_data == data_state
 
 
+def _tree(path):
+    """Every file and directory under `path`, with its size and modification time."""
+    return {
+        os.path.join(root, name): (os.stat(os.path.join(root, name)).st_mtime_ns, len(files))
+        for root, dirs, files in os.walk(path)
+        for name in dirs + files
+    }
+
+
+def test_a_reader_leaves_a_save_in_progress_alone(tmp_path):
+    """A read-only Checkpointer (generate, analysis) restores without changing the directory:
+    the tmp directory of a running trainer's save in progress stays."""
+    state = _state(3)
+    with Checkpointer(tmp_path, every=1, keep=3) as ckpt:
+        ckpt.save(5, state)
+    in_progress = tmp_path / "checkpoints" / "10.orbax-checkpoint-tmp-1234"
+    (in_progress / "state").mkdir(parents=True)
+    before = _tree(tmp_path)
+    with Checkpointer(tmp_path, every=1, keep=1, read_only=True) as reader:
+        assert reader.latest_step() == 5
+        restored, _ = reader.restore(jax.eval_shape(lambda: _state(0)))
+        with pytest.raises(ValueError, match="read-only"):
+            reader.save(6, state, force=True)
+    _assert_identical(restored, state)
+    assert _tree(tmp_path) == before
+    with Checkpointer(tmp_path / "empty", every=1, keep=1, read_only=True) as reader:
+        assert reader.restore(jax.eval_shape(lambda: state)) is None
+    assert not (tmp_path / "empty").exists()
+
+
+def test_a_corrupt_checkpoint_names_itself_and_the_previous_one(tmp_path):
+    state = _state(1)
+    with Checkpointer(tmp_path, every=1, keep=5) as ckpt:
+        ckpt.save(1, state)
+        ckpt.save(2, state)
+    for root, _, files in os.walk(tmp_path / "checkpoints" / "2" / "state"):
+        for name in files:
+            open(os.path.join(root, name), "w").close()  # noqa: SIM115 (truncates it)
+    with Checkpointer(tmp_path, every=1, keep=5, read_only=True) as reader:
+        with pytest.raises(CorruptCheckpointError) as info:
+            reader.restore(jax.eval_shape(lambda: state))
+        message = str(info.value)
+        assert f"checkpoint {tmp_path / 'checkpoints' / '2'} is unreadable" in message
+        assert "to use step 1, the previous one" in message
+        _assert_identical(reader.restore(jax.eval_shape(lambda: state), step=1)[0], state)
+
+
 def test_bytes_and_none_data_states(tmp_path):
     state = {"w": jnp.ones(2)}
     blob = b'{"pos": 3}\x00\xff'
@@ -121,7 +168,7 @@ def test_process_killed_mid_save_keeps_previous_checkpoint(tmp_path):
         """
         import os, sys
         import jax.numpy as jnp
-        from transformer_jax.train.checkpoint import Checkpointer
+        from transformer_jax.train.checkpoint import Checkpointer, CorruptCheckpointError
         ckpt = Checkpointer(sys.argv[1], every=1, keep=5)
         ckpt.save(1, {"w": jnp.ones((256, 256))}, {"pos": 1})
         ckpt.wait_until_finished()

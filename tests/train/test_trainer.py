@@ -14,10 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_jax import defaults
+from transformer_jax import defaults, run_dir
 from transformer_jax.data import registry
 from transformer_jax.models.families import shift_right
-from transformer_jax.train import step as steps
+from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.numerics import NonFiniteError
 from transformer_jax.train.restore import load_run
 from transformer_jax.train.trainer import train_and_evaluate
@@ -138,30 +138,45 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     assert read_metrics(workdir) == read_metrics(reference)
 
 
-def test_sigterm_saves_a_checkpoint_and_resume_continues(tmp_path):
+def test_sigterm_saves_a_checkpoint_and_resume_continues(tmp_path, monkeypatch):
     config = tiny_config(tmp_path / "tfds", steps_=40)
     workdir = tmp_path / "run"
-    # Deliver SIGTERM from a timer once training is under way.
-    original = steps.train_step
-    calls = {"n": 0}
+    # Deliver SIGTERM once training is under way: at the first logged window (step 10).
+    original = MetricsLogger.write
 
-    def train_step(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 1:
+    def write(self, step, split, metrics):
+        original(self, step, split, metrics)
+        if step == 10 and split == "train":
             os.kill(os.getpid(), signal.SIGTERM)
-        return original(*args, **kwargs)
 
-    steps.train_step = train_step
-    try:
-        summary = train_and_evaluate(config, str(workdir))
-    finally:
-        steps.train_step = original
+    monkeypatch.setattr(MetricsLogger, "write", write)
+    summary = train_and_evaluate(config, str(workdir))
+    monkeypatch.undo()
     assert summary.status == "stopped"
     stopped_at = summary.step
     assert stopped_at % config.train.checkpoint_every  # not a step the cadence would save
     assert (workdir / "checkpoints" / str(stopped_at)).exists()
     assert not (workdir / "summary.json").exists()
-    assert train_and_evaluate(config, str(workdir)).status == "finished"
+    finished = train_and_evaluate(config, str(workdir))
+    assert finished.status == "finished"
+    # Wall time sums over both processes: at least the time of the last metrics line, which
+    # continues the first process's clock.
+    last_line = json.loads((workdir / "metrics.jsonl").read_text().splitlines()[-1])
+    assert finished.wall_time_s >= last_line["time"] > 0
+
+
+def test_a_run_stopped_by_a_signal_exits_with_its_own_code(tmp_path):
+    """Not 0: a script chaining on success must not carry on with an unfinished run."""
+    script = (
+        "import transformer_jax.main as m; from absl import app; "
+        "from transformer_jax.run_dir import RunSummary; "
+        "m.train_and_evaluate = lambda config, workdir: RunSummary('stopped', 3); "
+        "app.run(m.main)"
+    )
+    command = [sys.executable, "-c", script, "--config=configs/algorithmic.py:copy"]
+    command.append(f"--workdir={tmp_path}")
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == run_dir.STOPPED_EXIT_CODE == 75, result.stderr[-2000:]
 
 
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
@@ -227,7 +242,7 @@ def test_refuses_to_resume_a_different_config(tmp_path):
         train_and_evaluate(config, str(tmp_path / "run"))
 
 
-def test_a_run_and_its_analysis_load_the_dataset_once_each(tmp_path, monkeypatch):
+def test_a_run_and_its_readers_load_the_dataset_once_each_and_keep_tmp_dirs(tmp_path, monkeypatch):
     defaults_for, build = registry.DATASETS["copy"]
     loads = []
 
@@ -240,5 +255,70 @@ def test_a_run_and_its_analysis_load_the_dataset_once_each(tmp_path, monkeypatch
     config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
     assert train_and_evaluate(config, str(tmp_path / "run")).status == "finished"
     assert loads == ["copy"]
+    # A reader leaves the run directory alone, a running trainer's save in progress included.
+    in_progress = tmp_path / "run" / "checkpoints" / "4.orbax-checkpoint-tmp-99"
+    in_progress.mkdir()
     assert load_run(str(tmp_path / "run")).info.eval_splits == ("test", "test_long")
     assert loads == ["copy", "copy"]
+    assert in_progress.exists()
+
+
+def test_a_config_that_fails_validation_leaves_the_workdir_untouched(tmp_path):
+    """Validation runs before anything is written, so fixing the value and rerunning works."""
+    every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
+    config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
+    config.data.batch_size = 0
+    with pytest.raises(ValueError, match="data.batch_size=0"):
+        train_and_evaluate(config, str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+    config.data.batch_size = 16
+    assert train_and_evaluate(config, str(tmp_path / "run")).status == "finished"
+
+
+def test_a_resume_refuses_optimizer_changes_and_records_the_others(tmp_path):
+    """A changed optimizer field is refused before the workdir changes; a changed learning rate
+    or step count is recorded with the step it took effect, keeping the first steps' config."""
+    every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
+    config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
+    workdir = tmp_path / "run"
+    train_and_evaluate(config, str(workdir))
+    before = (workdir / "config.json").read_text()
+    for field, value in (("optimizer", "sgd"), ("b2", 0.9), ("grad_clip_norm", 0.0)):
+        changed = tiny_config(tmp_path / "tfds", steps_=2, **{**every_step, field: value})
+        with pytest.raises(ValueError, match=f"train.{field}: .* -> {value!r}"):
+            train_and_evaluate(changed, str(workdir))
+        assert (workdir / "config.json").read_text() == before
+    assert load_run(str(workdir)).state.step == 2
+
+    config.train.update(steps=4, learning_rate=5e-4)
+    assert train_and_evaluate(config, str(workdir)).step == 4
+    config.train.steps = 6
+    assert train_and_evaluate(config, str(workdir)).step == 6
+    recorded = json.loads((workdir / "config.json").read_text())
+    assert recorded["train"]["steps"] == 2 and recorded["train"]["learning_rate"] == 1e-3
+    assert [(r["step"], r["changes"]) for r in recorded["resumes"]] == [
+        (
+            2,
+            {
+                "train.steps": {"from": 2, "to": 4},
+                "train.learning_rate": {"from": 1e-3, "to": 5e-4},
+            },
+        ),
+        (4, {"train.steps": {"from": 4, "to": 6}}),
+    ]
+    assert load_run(str(workdir)).config.train.learning_rate == 5e-4
+
+
+def test_two_trainers_never_write_one_run_directory(tmp_path):
+    """Another process (here: another lock holder) training the workdir makes a second refuse
+    before writing; the lock goes with its holder, so the run then trains."""
+    every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
+    config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    holder = run_dir.lock_run(workdir)
+    with pytest.raises(ValueError, match=f"being trained by another process \\(pid {os.getpid()}"):
+        train_and_evaluate(config, str(workdir))
+    assert not (workdir / "config.json").exists()
+    holder.close()
+    assert train_and_evaluate(config, str(workdir)).status == "finished"

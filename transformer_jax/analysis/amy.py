@@ -24,6 +24,7 @@ from absl import app, flags, logging
 
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_common_flags
+from transformer_jax.commands import one_line_errors
 from transformer_jax.config import AttentionConfig, FeedForwardConfig, ModelConfig
 from transformer_jax.data.info import NUM_SPECIAL_IDS
 from transformer_jax.layers.positional import ENCODINGS
@@ -283,6 +284,7 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     )
 
 
+@one_line_errors("amy")
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)  # orbax logs every file it reads at INFO.

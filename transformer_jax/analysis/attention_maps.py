@@ -27,6 +27,7 @@ from transformer_jax import decoding
 from transformer_jax.analysis import tokens
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_text_input_flags
+from transformer_jax.commands import one_line_errors
 from transformer_jax.data.info import EOS_ID
 from transformer_jax.models.families import FAMILIES, family_of, shift_right
 from transformer_jax.train.restore import load_run
@@ -191,6 +192,7 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     define_text_input_flags(flag_values)
 
 
+@one_line_errors("attention_maps")
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)  # orbax logs every file it reads at INFO.

@@ -20,6 +20,7 @@ from transformer_jax.analysis import tokens
 from transformer_jax.analysis.attention_maps import model_batch
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_text_input_flags
+from transformer_jax.commands import one_line_errors
 from transformer_jax.models.families import family_of, shift_right
 from transformer_jax.train.restore import load_run
 
@@ -105,6 +106,7 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     )
 
 
+@one_line_errors("ponder")
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)  # orbax logs every file it reads at INFO.

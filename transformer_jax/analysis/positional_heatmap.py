@@ -23,6 +23,7 @@ from absl import app, flags
 
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_common_flags
+from transformer_jax.commands import one_line_errors
 from transformer_jax.layers.positional import apply_rotary, rotary_angles, sinusoidal_table
 
 KINDS = ("sinusoidal", "rotary")
@@ -160,6 +161,7 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     define_common_flags("out", flag_values=fv)
 
 
+@one_line_errors("positional_heatmap")
 def main(argv):
     del argv
     f = flags.FLAGS

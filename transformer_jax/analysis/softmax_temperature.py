@@ -24,6 +24,7 @@ from absl import app, flags
 
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_common_flags
+from transformer_jax.commands import one_line_errors
 from transformer_jax.layers.attention import attention_logits, attention_weights
 
 SLIDE_SCORES = (3.9, 3.2, 1.0, 0.3, 1.1)  # NCCU slide 32.
@@ -171,6 +172,7 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     define_common_flags("out", flag_values=fv)
 
 
+@one_line_errors("softmax_temperature")
 def main(argv):
     del argv
     f = flags.FLAGS

@@ -2,6 +2,7 @@
 
 import dataclasses
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -36,16 +37,18 @@ class DecodeConfig:
             raise ValueError(
                 f"strategy={self.strategy!r} is not valid; choose one of {list(STRATEGIES)}"
             )
-        if not self.temperature > 0:
-            raise ValueError(f"temperature={self.temperature} must be > 0 (use greedy for 0)")
+        if not (math.isfinite(self.temperature) and self.temperature > 0):
+            raise ValueError(
+                f"temperature={self.temperature} must be > 0 and finite (use greedy for 0)"
+            )
         if not isinstance(self.top_k, int) or self.top_k < 0:
             raise ValueError(f"top_k={self.top_k!r} must be an integer >= 0 (0: no top-k)")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p={self.top_p} must be in (0, 1] (1: no nucleus filter)")
         if not isinstance(self.beam_size, int) or self.beam_size < 1:
             raise ValueError(f"beam_size={self.beam_size!r} must be an integer >= 1")
-        if self.alpha < 0:
-            raise ValueError(f"alpha={self.alpha} must be >= 0")
+        if not (math.isfinite(self.alpha) and self.alpha >= 0):
+            raise ValueError(f"alpha={self.alpha} must be a finite number >= 0")
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 0:
             raise ValueError(
                 f"max_new_tokens={self.max_new_tokens!r} must be an integer >= 0 "
@@ -65,6 +68,11 @@ def resolve_max_new_tokens(model_config: ModelConfig, config: DecodeConfig, inpu
     positional = model_config.positional
     limit = None
     if ENCODINGS[positional.kind].limited_to_table:
+        if input_len > positional.max_len:
+            raise ValueError(
+                f"the input has {input_len} tokens, more than model.positional.max_len="
+                f"{positional.max_len} ({positional.kind} positions); shorten it"
+            )
         limit = positional.max_len - prompt_len
         if limit < 1:
             raise ValueError(

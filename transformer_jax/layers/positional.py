@@ -228,4 +228,14 @@ class AddPositional(nn.Module):
 
     @nn.compact
     def __call__(self, x_BTD: jnp.ndarray, pos_BT: jnp.ndarray) -> jnp.ndarray:
-        return encoding(self.config).embed(x_BTD, pos_BT)
+        """Raises (at trace time, on the static length) for a table encoding given more
+        positions than its table holds: a lookup past it would clamp or give NaN."""
+        enc = encoding(self.config)
+        length = x_BTD.shape[-2]
+        if enc.limited_to_table and length > self.config.max_len:
+            raise ValueError(
+                f"the input has {length} positions, more than model.positional.max_len="
+                f"{self.config.max_len} ({self.config.kind} positions are a table of that "
+                "size); shorten the input or train with a larger max_len"
+            )
+        return enc.embed(x_BTD, pos_BT)

@@ -9,6 +9,7 @@ at once.
 
 import collections
 import contextlib
+import ctypes
 import dataclasses
 import datetime
 import json
@@ -17,6 +18,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -24,7 +26,7 @@ from typing import Any
 from absl import logging
 
 from transformer_jax.report import run_dirs
-from transformer_jax.run_dir import FAILURE_FILE, write_json
+from transformer_jax.run_dir import FAILURE_FILE, STOPPED_EXIT_CODE, write_json
 
 STDERR_TAIL_LINES = 60
 LOCK_FILE = ".sweep.lock"
@@ -109,6 +111,27 @@ def cpu_slots(parallel: int) -> list[list[int] | None]:
     return [cpus[k * per : (k + 1) * per] for k in range(parallel)]
 
 
+def _die_with_parent():
+    """A Popen preexec_fn making the child receive SIGTERM (the trainer's save-and-stop) when
+    this runner dies, even by SIGKILL: an orphaned trainer would keep writing its run directory
+    while a rerun of the sweep starts a second one there. Linux prctl(PR_SET_PDEATHSIG); None
+    (no such guard) elsewhere. libc is looked up here, before the fork."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def set_parent_death_signal():
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # The runner died before prctl took effect.
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return set_parent_death_signal
+
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
 class Launch:
     """A launched run: its process and a thread copying stderr into run.log and a tail buffer."""
 
@@ -144,6 +167,7 @@ class Launch:
             stderr=subprocess.PIPE,
             env=env,
             cwd=cwd,
+            preexec_fn=_die_with_parent(),
         )
         if cpus is not None:
             # OSError: the process already exited, nothing left to pin.
@@ -184,9 +208,10 @@ def record_outcome(workdir: str, run: "Launch", duration: float) -> run_dirs.Run
         if rc != 0:
             logging.warning("%s wrote a finished summary but exited with %d", spec.name, rc)
         return record
-    if record.status == "incomplete" and rc == 0:
-        # The trainer stops on SIGTERM/SIGINT after saving a checkpoint and exits 0 without a
-        # summary: an interruption, resumed by the next launch, not a failure.
+    if record.status == "incomplete" and rc in (0, STOPPED_EXIT_CODE):
+        # The trainer stops on SIGTERM/SIGINT after saving a checkpoint and exits with
+        # STOPPED_EXIT_CODE (0 before it had one) without a summary: an interruption, resumed by
+        # the next launch, not a failure.
         logging.warning("%s stopped before finishing (signal?); rerun to resume", spec.name)
         return record
     tail = "".join(run.tail)

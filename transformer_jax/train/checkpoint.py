@@ -17,7 +17,9 @@ Crash safety: orbax writes each step into `<step>.orbax-checkpoint-tmp-*` and re
 it to `<step>` only after every file is written and committed, so a crash, SIGKILL or
 Ctrl-C during a save leaves earlier checkpoints untouched; the half-written tmp
 directory is never listed as a step and is deleted when the next Checkpointer opens
-the directory. Saves are asynchronous (the arrays are copied to host memory before
+the directory for writing (a read-only one, as `load_run` opens, leaves it: it may be the
+save in progress of a running trainer). Saves are asynchronous (the arrays are copied to
+host memory before
 `save` returns, so donating the state afterwards is safe); call `wait_until_finished()`
 or `close()` before exiting, or the last save may be lost.
 """
@@ -46,24 +48,43 @@ def _decode_data_state(stored: dict[str, Any]) -> Any:
     return stored["value"]
 
 
+class CorruptCheckpointError(ValueError):
+    """A checkpoint that does not restore; the message names it and the previous one."""
+
+
 class Checkpointer:
     """Saves every `every` steps into `workdir/checkpoints`, keeping the newest `keep`."""
 
-    def __init__(self, workdir: str | os.PathLike, *, every: int, keep: int):
+    def __init__(
+        self, workdir: str | os.PathLike, *, every: int, keep: int, read_only: bool = False
+    ):
+        """`read_only=True` for readers (generate, analysis): nothing in the directory changes,
+        in particular the tmp directory of a save in progress by a training run is kept."""
         if not (isinstance(every, int) and every > 0):
             raise ValueError(f"checkpoint every={every!r} is invalid; expected an int > 0")
         if not (isinstance(keep, int) and keep > 0):
             raise ValueError(f"checkpoint keep={keep!r} is invalid; expected an int > 0")
         self.directory = os.path.join(os.path.abspath(workdir), CHECKPOINT_DIR)
-        options = ocp.CheckpointManagerOptions(
-            # Exactly `step % every == 0`; orbax's default policy would also save
-            # whatever step comes first in an empty directory.
-            save_decision_policy=ocp.checkpoint_managers.FixedIntervalPolicy(every),
-            max_to_keep=keep,
-            create=True,
-            # Removes tmp directories left by a save that crashed half-way.
-            cleanup_tmp_directories=True,
-        )
+        self.read_only = read_only
+        if read_only:
+            options = ocp.CheckpointManagerOptions(
+                read_only=True,
+                create=False,
+                # A tmp directory may be the save in progress of a running trainer.
+                cleanup_tmp_directories=False,
+                save_interval_steps=0,
+                max_to_keep=None,
+            )
+        else:
+            options = ocp.CheckpointManagerOptions(
+                # Exactly `step % every == 0`; orbax's default policy would also save
+                # whatever step comes first in an empty directory.
+                save_decision_policy=ocp.checkpoint_managers.FixedIntervalPolicy(every),
+                max_to_keep=keep,
+                create=True,
+                # Removes tmp directories left by a save that crashed half-way.
+                cleanup_tmp_directories=True,
+            )
         self._manager = ocp.CheckpointManager(
             self.directory, options=options, item_names=(_STATE, _DATA)
         )
@@ -84,6 +105,8 @@ class Checkpointer:
         saves any step (the end of training, a stop signal). Returns whether a save started.
         Saving a step that already has a checkpoint is a no-op returning False.
         """
+        if self.read_only:
+            raise ValueError(f"{self.directory} was opened read-only; it cannot save")
         args = ocp.args.Composite(
             **{
                 _STATE: ocp.args.StandardSave(state),
@@ -107,16 +130,33 @@ class Checkpointer:
             step = self.latest_step()
             if step is None:
                 return None
-        restored = self._manager.restore(
-            step,
-            args=ocp.args.Composite(
-                **{
-                    _STATE: ocp.args.StandardRestore(abstract_state),
-                    _DATA: ocp.args.JsonRestore(),
-                }
-            ),
-        )
+        try:
+            restored = self._manager.restore(
+                step,
+                args=ocp.args.Composite(
+                    **{
+                        _STATE: ocp.args.StandardRestore(abstract_state),
+                        _DATA: ocp.args.JsonRestore(),
+                    }
+                ),
+            )
+        except Exception as error:  # orbax raises whatever its readers hit on a bad file.
+            raise CorruptCheckpointError(self._unreadable(step, error)) from error
         return restored[_STATE], _decode_data_state(restored[_DATA])
+
+    def _unreadable(self, step: int, error: Exception) -> str:
+        """Names the checkpoint and the way back to the one before it. No automatic fallback:
+        silently retraining from an older step would hide the damage (and, for a reader, give
+        an older model than asked for); the user moves the bad step aside."""
+        path = os.path.join(self.directory, str(step))
+        earlier = [s for s in self.all_steps() if s < step]
+        fallback = (
+            f"move {path} out of {self.directory} to use step {earlier[-1]}, the previous one"
+            if earlier
+            else "there is no earlier checkpoint: start again in a new --workdir"
+        )
+        cause = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        return f"checkpoint {path} is unreadable ({cause[:300]}); {fallback}"
 
     def wait_until_finished(self) -> None:
         """Blocks until the pending asynchronous save (if any) is on disk."""

@@ -108,6 +108,11 @@ class MetricsLogger:
         self._start = time.monotonic()
         return dropped
 
+    def elapsed(self) -> float:
+        """Seconds of training so far, over every process of a resumed run: the "time" the next
+        line would get (a killed process counts up to its last kept line)."""
+        return self._time_offset + time.monotonic() - self._start
+
     def write(self, step: int, split: str, metrics: Mapping[str, Any]) -> None:
         """Logs scalar `metrics` (floats, numpy or jax scalars) for `split` at `step`."""
         for name in _RESERVED:
@@ -118,7 +123,7 @@ class MetricsLogger:
         record = {
             "step": int(step),
             "split": split,
-            "time": self._time_offset + now - self._start,
+            "time": self.elapsed(),
             **values,
         }
         if self._file is None:

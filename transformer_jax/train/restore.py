@@ -42,7 +42,7 @@ def load_run(workdir: str, step: int | None = None) -> LoadedRun:
         raise ValueError(
             f"--workdir={workdir} holds no run (no {run_dir.CONFIG_FILE}); train one first"
         )
-    resolved.pop(run_dir.GIT_COMMIT_KEY, None)
+    resolved = run_dir.effective_config(resolved)
     config = ml_collections.ConfigDict(resolved)
     model_config = ModelConfig.from_dict(resolved["model"])
     model = build_model(model_config)
@@ -57,7 +57,7 @@ def load_run(workdir: str, step: int | None = None) -> LoadedRun:
     abstract = jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), abstract
     )
-    with Checkpointer(workdir, every=1, keep=1_000_000) as checkpointer:
+    with Checkpointer(workdir, every=1, keep=1_000_000, read_only=True) as checkpointer:
         restored = checkpointer.restore(abstract, step=step)
     if restored is None:
         raise ValueError(f"--workdir={workdir} has no checkpoint to load")

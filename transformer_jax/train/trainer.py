@@ -19,6 +19,7 @@ import numpy as np
 
 from transformer_jax import data, decoding, run_dir
 from transformer_jax.config import ModelConfig, TrainConfig
+from transformer_jax.config import fields as F
 from transformer_jax.config.model import upgrade_flat_model_config
 from transformer_jax.defaults import FROM_DATA
 from transformer_jax.models import FAMILIES, build_model
@@ -94,36 +95,58 @@ def _fill_image_fields(vit: dict, info: data.DatasetInfo) -> None:
             )
 
 
-# Fields that change how, not what, the model computes: a run may resume with another value.
-_SAME_MATH_FIELDS = {"attention.impl"}
+# What a resume may change, by dotted field: a model field that changes how, not what, the model
+# computes, and the train fields outside _TRAIN_FIXED_ON_RESUME. Every other model and data field
+# and the seed are fixed. Accepted changes are recorded in config.json with the step where they
+# took effect (run_dir.record_resume); the config of the first steps is never overwritten.
+_MODEL_CHANGEABLE_ON_RESUME = {"attention.impl"}
+# The restored optimizer state was built by these: optax.inject_hyperparams stores b1, b2, eps and
+# weight_decay in it (a new value would be silently replaced by the stored one), grad_clip_norm
+# and momentum decide its structure, and the optimizer and schedule family say what its moments
+# and step count mean. learning_rate, warmup_steps and steps only reshape the schedule: allowed.
+_TRAIN_FIXED_ON_RESUME = ("optimizer", "schedule", "b1", "b2", "eps", "weight_decay", "momentum")
+_TRAIN_FIXED_ON_RESUME += ("grad_clip_norm",)
 
 
-def _check_same_config(workdir: Path, resolved: dict):
-    """Refuses to resume a run directory with a different model, data or seed.
+def _resume_changes(workdir: Path, resolved: dict) -> dict[str, dict]:
+    """The changes a resume of `workdir` with `resolved` makes, as {"train.steps": {"from": 60,
+    "to": 80}}; raises a ValueError naming the field for a change a resume may not make.
 
-    Only fields present in both configs are compared, so a field added to the code later (with
-    a default that keeps the old behaviour) does not lock old run directories.
+    Compared with the config of the latest process (config.json plus its recorded resumes). Only
+    fields present in both are compared, so a field added to the code later (with a default that
+    keeps the old behaviour) does not lock old run directories. Reads, never writes.
     """
     previous = run_dir.read_config(workdir)
     if previous is None:
-        return
+        return {}
+    previous = run_dir.effective_config(previous)
     if previous.get("seed") != resolved.get("seed"):
         raise ValueError(
             f"workdir {workdir} holds a run with config.seed={previous.get('seed')!r}, not "
             f"{resolved.get('seed')!r}; use a new --workdir or the same seed"
         )
-    for section in ("model", "data"):
-        old, new = previous.get(section, {}), resolved.get(section, {})
+    changes = {}
+    for section in ("model", "data", "train"):
+        old = previous.get(section, {})
         if section == "model":  # Run directories of any layout compare field by field.
-            old, new = _flatten(upgrade_flat_model_config(old)), _flatten(new)
-        compared = (old.keys() & new.keys()) - _SAME_MATH_FIELDS
-        changed = sorted(k for k in compared if old[k] != new[k])
-        if changed:
-            diffs = ", ".join(f"{section}.{k}: {old[k]!r} -> {new[k]!r}" for k in changed)
+            old = upgrade_flat_model_config(old)
+        old, new = _flatten(old), _flatten(resolved.get(section, {}))
+        changeable = {
+            "model": _MODEL_CHANGEABLE_ON_RESUME,
+            "data": set(),
+            "train": set(old) - set(_TRAIN_FIXED_ON_RESUME),
+        }[section]
+        changed = sorted(k for k in old.keys() & new.keys() if old[k] != new[k])
+        refused = [k for k in changed if k not in changeable]
+        if refused:
+            diffs = ", ".join(f"{section}.{k}: {old[k]!r} -> {new[k]!r}" for k in refused)
+            why = " (the checkpointed optimizer state depends on it)" if section == "train" else ""
             raise ValueError(
-                f"workdir {workdir} holds a run with a different config.{section} ({diffs}); "
-                "use a new --workdir or the same config"
+                f"workdir {workdir} holds a run with a different config.{section} ({diffs})"
+                f"{why}; a resume cannot change it: use a new --workdir or the same config"
             )
+        changes.update({f"{section}.{k}": {"from": old[k], "to": new[k]} for k in changed})
+    return changes
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict:
@@ -182,6 +205,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     workdir = Path(workdir).expanduser()
     train_cfg = TrainConfig.from_dict(config.train.to_dict())
     setup_runtime(train_cfg)  # Multi-host and compilation cache: before any computation.
+    F.check_int("data.batch_size", config.data.batch_size, 1)
     check_parallel_config(train_cfg, config.data.batch_size)
     dataset = data.load_dataset(config.data)  # The only load of the data in a run.
     info = dataset.info
@@ -197,9 +221,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     resolved = config.to_dict()
     resolved["model"] = model_config.to_dict()
     resolved["train"] = train_cfg.to_dict()
-    _check_same_config(workdir, resolved)
-    workdir.mkdir(parents=True, exist_ok=True)
-    run_dir.write_config(workdir, resolved)
+    changes = _resume_changes(workdir, resolved)  # Refuses before touching the workdir.
 
     train_iter = dataset.train_iterator(seed=config.seed, batch_size=config.data.batch_size)
     eval_sets = {
@@ -235,6 +257,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
             bleu.add_to(results, parallel.host_state(state), final=final)
         return results
 
+    # Everything is validated: only now does the run directory change (a config that fails a
+    # check must not leave a config.json that locks the workdir to it).
+    workdir.mkdir(parents=True, exist_ok=True)
+    lock = run_dir.lock_run(workdir)  # Held until this function returns (or the process dies).
     checkpointer = Checkpointer(
         workdir, every=train_cfg.checkpoint_every, keep=train_cfg.keep_checkpoints
     )
@@ -246,14 +272,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
         state, data_state = restored
         train_iter.set_state(data_state)
         logger.truncate_after(int(state.step))
+        if changes:
+            run_dir.record_resume(workdir, int(state.step), changes)
         print(f"Resumed {workdir} at step {int(state.step)}.", flush=True)
         state = parallel.place_state(state)
     else:
+        run_dir.write_config(workdir, resolved)  # Nothing trained yet: this config is the run's.
         print(f"{model_config.family}: {num_params:,} parameters.", flush=True)
 
     step = int(parallel.host_state(state).step)
     window, window_start = [], time.perf_counter()
-    rates, started = [], time.perf_counter()
+    rates = []
     final_metrics = {}
     try:
         with StopOnSignal() as stop:
@@ -290,7 +319,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
                         step=step,
                         metrics=final_metrics,
                         num_params=num_params,
-                        wall_time_s=time.perf_counter() - started,
+                        wall_time_s=logger.elapsed(),
                     )
         checkpointer.save(step, parallel.host_state(state), train_iter.get_state(), force=True)
         if not final_metrics:  # Resumed at the last step: evaluate the restored state.
@@ -301,7 +330,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
             metrics=final_metrics,
             num_params=num_params,
             tokens_per_sec=float(np.median(rates)) if rates else None,
-            wall_time_s=time.perf_counter() - started,
+            wall_time_s=logger.elapsed(),
             bleu=bleu.summary() if bleu is not None else None,
         )
         run_dir.write_summary(workdir, summary)
@@ -312,7 +341,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
             step=error.step,
             metrics=final_metrics,
             num_params=num_params,
-            wall_time_s=time.perf_counter() - started,
+            wall_time_s=logger.elapsed(),
             error=str(error),
         )
         run_dir.write_summary(workdir, diverged)
@@ -320,3 +349,4 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     finally:
         checkpointer.close()
         logger.close()
+        lock.close()
