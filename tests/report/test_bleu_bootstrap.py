@@ -6,6 +6,7 @@ import pytest
 import sacrebleu
 
 from transformer_jax.report import bleu_bootstrap
+from transformer_jax.report.run_dirs import RunRecord
 from transformer_jax.run_dir import TRANSLATIONS_DIR
 
 REFERENCES = [
@@ -44,9 +45,7 @@ def test_scores_are_sacrebleus_and_a_clearly_better_system_is_significant():
         WORSE, {"perfect": REFERENCES, "same": WORSE}, REFERENCES
     )
     perfect, same = comparisons
-    assert perfect.baseline_bleu == pytest.approx(
-        sacrebleu.corpus_bleu(WORSE, [REFERENCES]).score
-    )
+    assert perfect.baseline_bleu == pytest.approx(sacrebleu.corpus_bleu(WORSE, [REFERENCES]).score)
     assert perfect.bleu == pytest.approx(100.0)
     assert perfect.delta > 50 and perfect.p_value < 0.01
     # Identical translations differ in no resample (sacreBLEU itself would say p = 0.001).
@@ -85,3 +84,26 @@ def test_bad_inputs_name_the_problem(tmp_path):
     with pytest.raises(ValueError, match="test.greedy.txt' does not exist"):
         bleu_bootstrap.compare_runs(baseline, [baseline], decoding="greedy")
     assert os.path.isdir(baseline)
+
+
+def test_sweep_section_pairs_each_variant_with_the_baseline_of_its_seed(tmp_path):
+    def record(variant, seed, hypotheses=None, status="finished"):
+        path = str(tmp_path / variant / f"seed_{seed}")
+        if hypotheses is not None:
+            write_run(tmp_path / variant, f"seed_{seed}", hypotheses)
+        return RunRecord(variant=variant, seed=seed, path=path, status=status)
+
+    runs = {
+        "base": (record("base", 0, WORSE), record("base", 1, REFERENCES)),
+        "better": (record("better", 0, REFERENCES), record("better", 1, WORSE)),
+        # No translations (not a translation run) and unfinished runs are left out.
+        "other": (record("other", 0), record("other", 1, REFERENCES, status="incomplete")),
+    }
+    lines = bleu_bootstrap.sweep_section(runs, "base")
+    rows = [line for line in lines if line.startswith("| `")]
+    assert len(rows) == 2
+    assert rows[0].startswith("| `better` | 0 |") and "| +" in rows[0]
+    assert rows[1].startswith("| `better` | 1 |") and "| -" in rows[1]
+    assert (
+        bleu_bootstrap.sweep_section({"base": runs["base"], "other": runs["other"]}, "base") == []
+    )

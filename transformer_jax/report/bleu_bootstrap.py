@@ -157,6 +157,55 @@ def markdown_table(comparisons: Sequence[BootstrapComparison], baseline: str) ->
     return "\n".join(lines)
 
 
+def sweep_section(runs: Mapping[str, Sequence], baseline: str) -> list[str]:
+    """Markdown lines comparing every variant's finished runs with the baseline's of the same
+    seed by paired bootstrap (beam-search translations, cased BLEU); empty when the sweep's runs
+    wrote no translations. runs: variant -> its RunRecords (transformer_jax.report.run_dirs)."""
+
+    def translated(record) -> bool:
+        folder = os.path.join(record.path, TRANSLATIONS_DIR)
+        return record.status == "finished" and os.path.isfile(
+            os.path.join(folder, TRANSLATION_FILES["beam"])
+        )
+
+    rows, signature = [], ""
+    for base in filter(translated, runs[baseline]):
+        # One test per seed: sacreBLEU scores the baseline once for all its systems.
+        variants = {
+            r.path: variant
+            for variant, records in runs.items()
+            if variant != baseline
+            for r in records
+            if r.seed == base.seed and translated(r)
+        }
+        if variants:
+            comparisons, signature = compare_runs(base.path, list(variants))
+            rows += [(variants[c.system], base.seed, c) for c in comparisons]
+    rows.sort(key=lambda row: list(runs).index(row[0]))
+    if not rows:
+        return []
+    lines = [
+        "## Paired bootstrap over test sentences",
+        "",
+        f"| Variant | Seed | BLEU `{baseline}` | BLEU | Δ | p |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| `{v}` | {seed} | {c.baseline_bleu:.2f} | {c.bleu:.2f} | {c.delta:+.2f} | "
+        f"{c.p_value:.4f} |"
+        for v, seed, c in rows
+    ]
+    lines += [
+        "",
+        "Each trained model against the baseline trained with the same seed, on the beam-search "
+        "test translations: sacreBLEU's paired bootstrap resampling over test sentences (Koehn "
+        "2004), two-sided p. It says whether two trained models differ beyond the choice of test "
+        "sentences, not whether the variant differs across training seeds (the Δ column of the "
+        f"results table does). Signature: `{signature}`.",
+    ]
+    return lines
+
+
 @one_line_errors("bleu_bootstrap")
 def main(argv: Sequence[str]) -> None:
     del argv

@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any
 
-from transformer_jax.report import environment, plots, summary, tables
+from transformer_jax.report import bleu_bootstrap, environment, plots, summary, tables
 from transformer_jax.run_dir import git_commit
 from transformer_jax.sweep.spec import Sweep, format_override
 
@@ -125,6 +125,9 @@ def write_report(workdir: str, digits: int = 3, confidence: float = 0.95) -> str
     if figures:
         lines += ["", "## Plots", ""]
         lines += [f"![{title}]({fname})\n" for title, fname in figures]
+    bootstrap = bleu_bootstrap.sweep_section(runs, sweep.baseline)
+    if bootstrap:
+        lines += [""] + bootstrap
     found = summary.notes(sweep, rows)
     if found:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in found]
