@@ -396,3 +396,76 @@ def test_run_state_precedence():
     assert state("incomplete", None, job=False) == "interrupted"
     assert state("missing", None, job=False) == "pending"
     assert state("missing", "UNKNOWN") == "unknown"
+
+
+TINY_COPY = {
+    "model.d_model": 32,
+    "model.num_encoder_layers": 1,
+    "model.num_decoder_layers": 1,
+    "model.attention.num_heads": 2,
+    "model.ffn.d_ff": 64,
+    "data.num_train": 2000,
+    "data.num_test": 64,
+    "data.num_test_long": 64,
+    "data.max_len": 8,
+    "data.long_min_len": 9,
+    "data.long_max_len": 12,
+    "data.batch_size": 16,
+    "train.steps": 60,
+    "train.log_every": 10,
+    "train.eval_every": 30,
+    "train.checkpoint_every": 20,
+    "train.warmup_steps": 5,
+}
+
+
+@pytest.mark.slow
+def test_real_trainer_preempted_in_a_job_saves_requeues_and_resumes(launch_project):
+    """transformer_jax.main in a submitit_local job: Slurm's warning signal stops it with a
+    checkpoint, the job is requeued and the run resumes from that step to the end."""
+    repo = os.environ["PYTHONPATH"].split(os.pathsep)[-1]
+    variant = {**TINY_COPY, "data.data_dir": str(launch_project / "tfds")}
+    (launch_project / "experiments/real.py").write_text(
+        f'"""A tiny copy run."""\nfrom transformer_jax.sweep import Sweep\n'
+        f"def get_sweep():\n    return Sweep(config={repo + '/configs/algorithmic.py'!r}, "
+        f"config_arg='copy', variants={{'tiny': {variant!r}}}, seeds=(0,), "
+        f"metrics=('test/seq_accuracy',), baseline='tiny')\n"
+    )
+    workdir = launch_project / "out"
+    slurm.submit_sweep(
+        load_sweep("experiments/real.py"),
+        "experiments/real.py",
+        str(workdir),
+        launcher="submitit_local",
+        slurm=LOCAL,
+    )
+    run = workdir / "tiny/seed_0"
+    wait_until(lambda: '"step": 10' in _text(run / "metrics.jsonl"), timeout_s=600)
+    job_id = job(workdir, "tiny/seed_0")["job_id"]
+    wrappers = _children(int(job_id))  # the controller's task: submitit's job process
+    trainers = [c for w in wrappers for c in _children(w) if b"transformer_jax" in _cmdline(c)]
+    assert len(wrappers) == 1 and len(trainers) == 1
+    for pid in (*wrappers, *trainers):
+        os.kill(pid, signal.SIGUSR2)  # what Slurm does: every process of the job step
+    final = wait_until(lambda: settled(workdir), timeout_s=600)
+    assert final["tiny/seed_0"].state == "finished"
+    log = (run / "run.log").read_text()
+    assert "Stopped by signal at step" in log and "Resumed" in log
+    assert job(workdir, "tiny/seed_0")["job_id"] == job_id  # the same job, requeued
+
+
+def _text(path):
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
+def _children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(c) for c in f.read().split()]
+
+
+def _cmdline(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read()

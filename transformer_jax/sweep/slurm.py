@@ -233,11 +233,11 @@ def _import(path: str) -> Any:
 # --- The job ------------------------------------------------------------------------------------
 
 
-class TrainJob:
+class TrainJob(submitit.helpers.Checkpointable):
     """The callable submitit pickles and runs in the job: trains one run as a subprocess.
 
     The same launch as the local runner (command.txt, run.log, failure.json, launcher.Launch),
-    so a run can move between launchers. Checkpointable: submitit calls `checkpoint` on the
+    so a run can move between launchers. submitit calls `checkpoint` on the
     warning signal of preemption or time limit (see the module docstring).
     """
 
@@ -636,20 +636,23 @@ def define_flags() -> None:
     )
     flags.DEFINE_bool("status", False, "Print the state of every run (with its job id) and exit.")
     docs = {
-        "partition": "Slurm partition (default: the cluster's).",
-        "gpus": "GPUs per run (default 0).",
-        "cpus": "CPUs per run (default: the cluster's).",
-        "mem_gb": "Memory per run in GB (default: the partition's).",
-        "time_min": "Time limit of a job in minutes (default 60); longer runs are requeued.",
-        "account": "Slurm account charged (default: yours).",
+        "partition": "Slurm partition.",
+        "gpus": "GPUs per run.",
+        "cpus": "CPUs per run.",
+        "mem_gb": "Memory per run in GB.",
+        "time_min": "Time limit of a job in minutes; longer runs are stopped and requeued.",
+        "account": "Slurm account charged.",
         "constraint": "Node features required, e.g. 'a100|h100'.",
-        "array_parallelism": "Runs of one submission running at once (default 256).",
-        "signal_delay_s": "Seconds before the time limit the trainer is stopped to save "
-        "(default 120).",
-        "max_requeues": "Time-limit requeues of a job (default 3).",
+        "array_parallelism": "Runs of one submission running at once.",
+        "signal_delay_s": "Seconds before the time limit the trainer is stopped to save.",
+        "max_requeues": "Time-limit requeues of a job.",
     }
+    defaults = SlurmResources()
     for field, doc in docs.items():
-        flags.DEFINE_string(flag_names()[field], None, doc + " Overrides the sweep file.")
+        default = getattr(defaults, field)
+        default = "the cluster's" if default is None else default
+        doc += f" Default: {default} (or the sweep file's get_slurm())."
+        flags.DEFINE_string(flag_names()[field], None, doc)
     flags.DEFINE_multi_string(
         flag_names()["setup"], [], "Shell line run in each job first (repeatable)."
     )
