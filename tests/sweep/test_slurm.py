@@ -168,6 +168,11 @@ def test_cli_submits_reports_status_and_retries_a_failure(launch_project):
     error = submitit.LocalJob(workdir / slurm.JOBS_DIR, job_id).exception()
     assert "run flaky/seed_0 failed: RuntimeError: boom" in str(error)
 
+    bad = [*cmd[:-1], "--launcher=ssh"]
+    done = subprocess.run(bad, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--launcher=ssh: unknown launcher; valid: local, slurm, submitit_local" in done.stderr
+
     status = [sys.executable, "-m", "transformer_jax.sweep", "--workdir=out", "--status"]
     done = subprocess.run(status, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -325,6 +330,13 @@ def test_slurm_executor_gets_the_resources_and_sacct_states(launch_project, fake
         "77_5",
     ]
     assert job(workdir, "flaky/seed_1")["previous"][0]["job_id"] == "77_3"
+
+    # Unset resources are left to the cluster's defaults: no line for them.
+    submit(launch_project / "defaults", launcher="slurm", resources=slurm.SlurmResources())
+    script = (launch_project / "defaults" / slurm.JOBS_DIR / "79_submission.sh").read_text()
+    for flag in ("partition", "gpus", "cpus", "mem", "account", "constraint"):
+        assert f"#SBATCH --{flag}" not in script
+    assert "#SBATCH --time=60" in script and "#SBATCH --array=0-5%6" in script
 
 
 @pytest.mark.parametrize(

@@ -162,12 +162,13 @@ class SlurmResources:
         object.__setattr__(self, "setup", setup)
 
     def executor_parameters(self, name: str) -> dict[str, Any]:
-        """submitit AutoExecutor parameters (generic ones, plus slurm_ ones the local executor
-        ignores). The time limit goes to Slurm as whole minutes."""
+        """submitit AutoExecutor parameters: generic ones, plus slurm_ ones the local executor
+        ignores. None (unset) leaves the value to the cluster."""
         params = {
             "name": name,
             "timeout_min": self.time_min,
-            "gpus_per_node": self.gpus,
+            # No GPU line without GPUs: some clusters refuse gres requests they do not define.
+            "gpus_per_node": self.gpus or None,
             "cpus_per_task": self.cpus,
             "mem_gb": self.mem_gb,
             "slurm_partition": self.partition,
