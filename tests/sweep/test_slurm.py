@@ -292,6 +292,8 @@ def test_slurm_executor_gets_the_resources_and_sacct_states(launch_project, fake
         "module load cuda/12.4",
     ):
         assert line in script.splitlines()
+    invocation = json.loads((workdir / "sweep.json").read_text())["invocations"][-1]
+    assert invocation["launcher"] == "slurm" and invocation["resources"]["gpus"] == 2
     runs = [f"{v}/seed_{s}" for v in ("base", "flaky", "long") for s in (0, 1)]
     for k, run in enumerate(runs):
         record = job(workdir, run)

@@ -15,7 +15,9 @@ and diverged runs, leaves queued and running jobs alone and resubmits pending, i
 failed runs.
 
 Preemption and time limits: submitit asks Slurm for a warning signal (USR2, signal_delay_s
-before the time limit, and on preemption). The job process handles it (TrainJob.checkpoint):
+before the time limit; at preemption too where the cluster sets PreemptParameters=
+send_user_signal, else preemption is a SIGTERM the trainer handles itself, and Slurm or the next
+submission requeues the run). The job process handles USR2 (TrainJob.checkpoint):
 SIGTERM to the trainer, which saves a checkpoint and exits (STOPPED_EXIT_CODE), then submitit
 requeues the job and the requeued job resumes the run from that checkpoint. Slurm signals every
 process of the job step, so the trainer is started with USR2 blocked: only the job process acts
@@ -564,8 +566,7 @@ def submit_sweep(
                 "command": command,
                 "date": launcher_lib.now(),
                 "git_commit": environment.git_commit(),
-                # Runs train on the scheduler's machines; job.json and run.log say which.
-                "machine": {"hostname": f"{launcher} jobs from {_host()}", "platform": launcher},
+                "machine": _requested_machine(launcher, slurm),
                 "variants": sorted({s.variant for s in specs}),
                 "seeds": sorted({s.seed for s in specs}),
                 "launcher": launcher,
@@ -600,6 +601,19 @@ def submit_sweep(
                 _record_job(spec.path, launcher, str(job.job_id), submitted, folder)
                 logging.info("submitted %s as job %s", spec.name, job.job_id)
     return sweep_status(workdir, specs)
+
+
+def _requested_machine(launcher: str, slurm: SlurmResources) -> dict[str, Any]:
+    """The report's machine line for runs trained by the scheduler's nodes: what each job asked
+    for (the nodes are not known when the sweep is submitted)."""
+    return {
+        "platform": launcher,
+        "device_count": slurm.gpus,
+        "device_kind": "GPU per run" if slurm.gpus else "no GPU",
+        "cpu_count": slurm.cpus or "default",
+        "hostname": f"nodes of partition {slurm.partition or '(default)'}, submitted from "
+        f"{_host()}",
+    }
 
 
 def _record_job(path: str, launcher: str, job_id: str, submitted: str, folder: str) -> None:
