@@ -10,6 +10,7 @@ STOPPED_EXIT_CODE; a later call resumes from the checkpoint and finishes.
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -90,8 +91,10 @@ def launch_project(project):
     for path in project.glob("**/process.json"):
         info = json.loads(path.read_text())
         for pid in (info["pid"], info["ppid"]):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            # Only if the pid is still one of these processes (not reused by another program).
+            with contextlib.suppress(OSError):
+                if re.search(rb"launch_main|submitit", _cmdline(pid)):
+                    os.kill(pid, signal.SIGKILL)
     for path in project.glob(f"**/{slurm.JOB_FILE}"):
         job = json.loads(path.read_text())
         if job["launcher"] == "submitit_local" and slurm._controller_alive(job["job_id"]):
