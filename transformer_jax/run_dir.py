@@ -26,6 +26,7 @@ COMMAND_FILE = "command.txt"  # the sweep runner: the exact command that (re)sta
 LOG_FILE = "run.log"  # the sweep runner: the run's stdout and stderr
 LOCK_FILE = ".train.lock"  # the trainer: flock-ed while a process trains the run (lock_run)
 FAILURE_FILE = "failure.json"  # the sweep runner: return code, error and stderr tail
+JOB_FILE = "job.json"  # the sweep's job launchers (sweep/slurm.py): launcher, job id, submitted
 TRANSLATIONS_DIR = "translations"  # train.bleu: decoded test split, one line per example
 
 # How the trainer's process exits (besides 0, finished, and the commands' USER_ERROR_EXIT_CODE 2):

@@ -7,6 +7,7 @@ Modules:
   launcher  one run as a subprocess: command.txt, run.log, CPU pinning, the workdir lock and
             failure.json.
   runner    the runs of a sweep, resumed where a previous launch stopped; sweep.json; the report.
+  slurm     the runs as Slurm jobs through submitit (--launcher=slurm), job.json, --status.
   __main__  the command line.
 """
 

@@ -2,9 +2,12 @@
 
     python -m transformer_jax.sweep --sweep=experiments/attention_scale.py --workdir=/tmp/scale
     python -m transformer_jax.sweep --workdir=/tmp/scale --report_only
+    python -m transformer_jax.sweep --sweep=... --workdir=DIR --launcher=slurm --slurm_gpus=1
+    python -m transformer_jax.sweep --workdir=DIR --status
 
-Rerunning the same command resumes the sweep (see runner). The exit status is 1 when a selected
-run failed or stopped before finishing, 2 for a bad sweep file or workdir, 130 when interrupted.
+Rerunning the same command resumes the sweep (see runner, and slurm for the job launchers). The
+exit status is 1 when a selected run failed or stopped before finishing (a submission exits 0 once
+its jobs are queued), 2 for a bad sweep file, flag or workdir, 130 when interrupted.
 """
 
 import os
@@ -15,6 +18,7 @@ from collections.abc import Sequence
 from absl import app, flags
 
 from transformer_jax.report.report import read_sweep_json, write_report
+from transformer_jax.sweep import slurm
 from transformer_jax.sweep.runner import DEFAULT_MAIN, run_sweep, update_sweep_json
 from transformer_jax.sweep.spec import load_sweep
 
@@ -35,6 +39,7 @@ def define_flags() -> None:
         "definition, e.g. to add a metric).",
     )
     flags.DEFINE_string("main_module", DEFAULT_MAIN, "Trainer module run with python -m.")
+    slurm.define_flags()  # --launcher, --status, --slurm_*
 
 
 def main(argv: Sequence[str]) -> int:
@@ -69,6 +74,10 @@ def _main(argv: Sequence[str]) -> int:
         seeds = [int(s) for s in f.seeds]
     except ValueError:
         raise app.UsageError(f"--seeds={','.join(f.seeds)}: must be integers") from None
+    launcher = slurm.check_launcher(f.launcher, f.parallel, slurm.flag_values(f))
+    if f.status:
+        print(slurm.format_status(slurm.sweep_status(workdir)))
+        return 0
     if f.report_only:
         if f.sweep:
             stored = read_sweep_json(workdir)
@@ -83,7 +92,26 @@ def _main(argv: Sequence[str]) -> int:
         print(write_report(workdir))
         return 0
     if not f.sweep:
-        raise app.UsageError("--sweep is required (unless --report_only)")
+        raise app.UsageError("--sweep is required (unless --report_only or --status)")
+    if launcher != slurm.LOCAL:
+        states = slurm.submit_sweep(
+            load_sweep(f.sweep),
+            f.sweep,
+            workdir,
+            launcher=launcher,
+            slurm=slurm.resources(f.sweep, slurm.flag_values(f)),
+            variants=f.variants,
+            seeds=seeds,
+            quick=f.quick,
+            main_module=f.main_module,
+            command=shlex.join(["python", "-m", "transformer_jax.sweep", *sys.argv[1:]]),
+        )
+        print(slurm.format_status(states))
+        print(
+            f"\nRerun this command to resubmit what fails or is interrupted; --workdir={workdir} "
+            "--status shows progress, --report_only writes the report."
+        )
+        return 0
     counts = run_sweep(
         load_sweep(f.sweep),
         f.sweep,
