@@ -40,9 +40,11 @@ GIT_COMMIT_KEY = "git_commit"  # the field of config.json naming the code that t
 # The rest of config.json stays the config of the first steps.
 RESUMES_KEY = "resumes"
 
-Status = Literal["finished", "diverged", "stopped"]
-# What summary.json can say: final outcomes (rerunning the same command gives the same result).
-# "stopped" (by a signal, resumable) is returned by the trainer but never written.
+Status = Literal["finished", "diverged", "stopped", "failed"]
+# What summary.json can say: final outcomes (rerunning the same command gives the same result),
+# and "failed": a checkpoint could not be saved (a full disk), so rerunning resumes from the last
+# good one once the cause is fixed. "stopped" (by a signal, resumable) is returned by the trainer
+# but never written.
 FINAL_STATUSES: tuple[Status, ...] = ("finished", "diverged")
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -53,11 +55,12 @@ class RunSummary:
     """The outcome of a training run, as summary.json holds it.
 
     metrics: split -> metric -> value of the last evaluation (empty if none ran).
-    tokens_per_sec: median training throughput after the first (compiling) logging window;
-      None when there was no later window or the run diverged.
+    tokens_per_sec: median training throughput of the logging windows of every process of a
+      resumed run (up to the checkpoint each resumed from), less each process's first window,
+      which includes compilation; None when there was no other window or the run did not finish.
     wall_time_s: seconds of training, summed over the processes of a resumed run (each killed
       process up to its last line kept in metrics.jsonl).
-    error: why a diverged run stopped; None otherwise.
+    error: why a diverged or failed run stopped; None otherwise.
     bleu: translation runs (train.bleu): the test decoding settings, sacreBLEU signatures and
       the translations file (transformer_jax/train/bleu_eval.py); None otherwise.
     """

@@ -1,0 +1,113 @@
+"""Interrupted runs: whatever stops a run (a kill, a signal, a full disk), resuming it ends with
+exactly the metrics.jsonl of an uninterrupted run, and a failure says where and why at once."""
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from train_fixtures import read_metrics, tiny_config
+
+from transformer_jax.data.api import Dataset
+from transformer_jax.train.numerics import NonFiniteError
+from transformer_jax.train.trainer import train_and_evaluate
+
+# Windows of 5 steps, a checkpoint every 10, 20 steps: room for a kill before the first
+# checkpoint and for signals in the middle of a window, before and after it.
+_CADENCE = {"log_every": 5, "eval_every": 10, "checkpoint_every": 10, "generate_eval": False}
+
+
+class _Killed(BaseException):
+    """Stands for kill -9: nothing after it runs in the trainer but its `finally`."""
+
+
+class _Interrupting:
+    """The training iterator, interrupting the process when it fetches its `at`-th batch:
+    "signal" sends SIGTERM (that step still trains), "kill" raises _Killed (it does not)."""
+
+    def __init__(self, iterator, at: int, how: str):
+        self._iterator, self._at, self._how, self._fetched = iterator, at, how, 0
+
+    def __next__(self):
+        self._fetched += 1
+        if self._fetched == self._at:
+            if self._how == "kill":
+                raise _Killed
+            os.kill(os.getpid(), signal.SIGTERM)
+        return next(self._iterator)
+
+    def get_state(self):
+        return self._iterator.get_state()
+
+    def set_state(self, state):
+        self._iterator.set_state(state)
+
+
+def _interrupted(monkeypatch, at: int, how: str) -> None:
+    """The next run's training iterator interrupts it at its `at`-th batch (see _Interrupting)."""
+    original = Dataset.train_iterator
+
+    def train_iterator(self, **kwargs):
+        monkeypatch.setattr(Dataset, "train_iterator", original)  # This run only.
+        return _Interrupting(original(self, **kwargs), at, how)
+
+    monkeypatch.setattr(Dataset, "train_iterator", train_iterator)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("tfds")
+
+
+def test_every_interruption_resumes_to_the_metrics_of_an_uninterrupted_run(
+    tmp_path, data_dir, monkeypatch
+):
+    config = tiny_config(data_dir, steps_=20, **_CADENCE)
+    reference = train_and_evaluate(config, str(tmp_path / "reference"))
+    workdir = str(tmp_path / "run")
+    # (batch of this process that interrupts it, how, the step it resumes from next)
+    interruptions = [
+        (7, "kill", None),  # after the line of step 5, before the first checkpoint
+        (8, "signal", 8),  # mid-window, before the first checkpoint: saves step 8
+        (5, "signal", 13),  # from 8: past the checkpoint of step 10, mid-window again
+        (4, "kill", 13),  # from 13: after the line of step 15; resumes from 13 again
+    ]
+    for at, how, _ in interruptions:
+        _interrupted(monkeypatch, at, how)
+        if how == "kill":
+            with pytest.raises(_Killed):
+                train_and_evaluate(config, workdir)
+        else:
+            assert train_and_evaluate(config, workdir).status == "stopped"
+    finished = train_and_evaluate(config, workdir)
+    assert finished.metrics == reference.metrics
+    assert read_metrics(workdir) == read_metrics(tmp_path / "reference")
+
+
+def test_summary_throughput_covers_every_process_of_a_resumed_run(tmp_path, data_dir, monkeypatch):
+    """tokens/s is the median over every process's windows that did not compile, like wall time
+    sums over the processes: here the windows of steps 10 and 20 (5 and 15 compiled)."""
+    config = tiny_config(data_dir, steps_=20, **_CADENCE)
+    workdir = tmp_path / "run"
+    _interrupted(monkeypatch, 10, "signal")  # stops at step 10, a checkpoint step
+    assert train_and_evaluate(config, str(workdir)).step == 10
+    summary = train_and_evaluate(config, str(workdir))
+    lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    rates = {m["step"]: m["tokens_per_sec"] for m in lines if m["split"] == "train"}
+    assert summary.tokens_per_sec == pytest.approx(np.median([rates[10], rates[20]]))
+
+
+def test_a_run_diverging_in_its_first_window_logs_it(tmp_path, data_dir):
+    config = tiny_config(
+        data_dir, steps_=20, learning_rate=1e30, grad_clip_norm=0.0, schedule="constant"
+    )
+    config.train.update(warmup_steps=0, **_CADENCE)
+    with pytest.raises(NonFiniteError, match="step 5"):
+        train_and_evaluate(config, str(tmp_path / "run"))
+    lines = [
+        json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert [(m["step"], m["split"]) for m in lines] == [(5, "train")]
+    assert not np.isfinite(lines[0]["loss"])
