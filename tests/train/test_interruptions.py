@@ -1,6 +1,7 @@
 """Interrupted runs: whatever stops a run (a kill, a signal, a full disk), resuming it ends with
 exactly the metrics.jsonl of an uninterrupted run, and a failure says where and why at once."""
 
+import errno
 import json
 import os
 import signal
@@ -8,10 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from orbax.checkpoint._src.handlers import json_checkpoint_handler
 from train_fixtures import read_metrics, tiny_config
 
 from transformer_jax.data.api import Dataset
 from transformer_jax.train.numerics import NonFiniteError
+from transformer_jax.train.restore import load_run
 from transformer_jax.train.trainer import train_and_evaluate
 
 # Windows of 5 steps, a checkpoint every 10, 20 steps: room for a kill before the first
@@ -111,3 +114,31 @@ def test_a_run_diverging_in_its_first_window_logs_it(tmp_path, data_dir):
     ]
     assert [(m["step"], m["split"]) for m in lines] == [(5, "train")]
     assert not np.isfinite(lines[0]["loss"])
+
+
+def test_a_full_disk_fails_the_run_at_the_failed_save_in_one_line(
+    tmp_path, data_dir, monkeypatch, caplog
+):
+    """The save of step 10 runs out of space in orbax's background thread: the run stops at
+    the next logging step, not the end, with one error naming the checkpoint and the cause, a
+    "failed" summary, no tracebacks on stderr, and step 5, the last good checkpoint, intact."""
+    config = tiny_config(data_dir, steps_=30, **{**_CADENCE, "checkpoint_every": 5})
+    workdir = tmp_path / "run"
+    write_json = json_checkpoint_handler.JsonCheckpointHandler._save_fn
+
+    async def disk_full(self, item, directory):
+        if f"{os.sep}10.orbax-checkpoint-tmp" in str(directory):
+            path = str(directory / self._filename)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        return await write_json(self, item, directory)
+
+    monkeypatch.setattr(json_checkpoint_handler.JsonCheckpointHandler, "_save_fn", disk_full)
+    with pytest.raises(OSError, match="checkpoints/10 could not be saved .*No space left"):
+        train_and_evaluate(config, str(workdir))
+    assert not [record.getMessage() for record in caplog.records if record.exc_info]
+    lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    assert max(m["step"] for m in lines) <= 15
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["status"] == "failed" and "No space left on device" in summary["error"]
+    monkeypatch.undo()
+    assert load_run(str(workdir)).state.step == 5
