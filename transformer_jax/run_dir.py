@@ -1,8 +1,9 @@
 """The run-directory contract: what a training run and the sweep runner write, and how.
 
 One training run owns one directory (`--workdir`; a sweep lays its runs out as
-WORKDIR/<variant>/seed_<seed>/). The trainer writes config.json, metrics.jsonl, checkpoints/ and
-summary.json; the sweep runner adds command.txt, run.log and, after a failure, failure.json.
+WORKDIR/<variant>/seed_<seed>/). The trainer writes config.json, its tokenizer, metrics.jsonl,
+checkpoints/ and summary.json; the sweep runner adds command.txt, run.log and, after a failure,
+failure.json.
 JSON files are written atomically (`write_json`: tmp file + `os.replace`), so a reader polling
 a running sweep never sees half a file; `read_json` still treats an unparsable file as absent.
 """
@@ -19,6 +20,10 @@ from typing import Any, Literal, TextIO
 import numpy as np
 
 CONFIG_FILE = "config.json"  # the resolved config plus GIT_COMMIT_KEY, written at start
+# The tokenizer the run trained with (data/tokenizers.py: write_tokenizer), so that an edited or
+# moved corpus or data_dir cache never changes what its ids mean; none for image data.
+TOKENIZER_FILE = "tokenizer.json"  # {"kind": "char", "alphabet"} or {"kind": "sentencepiece"}
+TOKENIZER_MODEL_FILE = "tokenizer.model"  # a sentencepiece tokenizer's copy of its model file
 METRICS_FILE = "metrics.jsonl"  # one JSON object per log/eval event (train/logger.py)
 CHECKPOINT_DIR = "checkpoints"  # orbax steps <step>/{state,data} (train/checkpoint.py)
 SUMMARY_FILE = "summary.json"  # a RunSummary, once the run finished or diverged
@@ -90,6 +95,11 @@ class RunSummary:
 
 def write_text(path: str | os.PathLike, text: str) -> None:
     """Writes `text` to `path` atomically: readers see the old file or the new one, never half."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path: str | os.PathLike, content: bytes) -> None:
+    """Writes `content` to `path` atomically (see `write_text`)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path), suffix=".tmp")
@@ -97,8 +107,8 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         # mkstemp creates 0600; give the file the mode `open` would (0666 less the umask, so
         # 0644 usually), so colleagues can read a shared run directory like its other files.
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

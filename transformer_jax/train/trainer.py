@@ -25,6 +25,7 @@ from transformer_jax import data, decoding, run_dir
 from transformer_jax.config import ModelConfig, TrainConfig
 from transformer_jax.config import fields as F
 from transformer_jax.config.model import upgrade_flat_model_config
+from transformer_jax.data import tokenizers
 from transformer_jax.defaults import FROM_DATA
 from transformer_jax.models import FAMILIES, build_model
 from transformer_jax.train import step as steps
@@ -240,7 +241,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     resolved = config.to_dict()
     resolved["model"] = model_config.to_dict()
     resolved["train"] = train_cfg.to_dict()
-    changes = _resume_changes(workdir, resolved)  # Refuses before touching the workdir.
+    # A resume refuses before touching the workdir: data whose tokenizer is not the run's (the
+    # same ids would mean other text), then any config change it may not make.
+    has_tokenizer = tokenizers.check_stored_tokenizer(workdir, info.tokenizer)
+    changes = _resume_changes(workdir, resolved)
 
     train_iter = dataset.train_iterator(seed=config.seed, batch_size=config.data.batch_size)
     eval_sets = {
@@ -301,6 +305,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
         loop = {}
         run_dir.write_config(workdir, resolved)  # Nothing trained yet: this config is the run's.
         print(f"{model_config.family}: {num_params:,} parameters.", flush=True)
+    if info.tokenizer is not None and not has_tokenizer:
+        if restored is not None:
+            print(
+                f"{workdir} stores no tokenizer (it predates them): storing the one rebuilt "
+                f"from {info.tokenizer.source}, assumed to be the one it trained with.",
+                flush=True,
+            )
+        tokenizers.write_tokenizer(info.tokenizer, workdir)
 
     step = int(parallel.host_state(state).step)
     # The logging window in progress (steps since the last train line, restored when a signal
