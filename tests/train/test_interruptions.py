@@ -17,9 +17,15 @@ from transformer_jax.train.numerics import NonFiniteError
 from transformer_jax.train.restore import load_run
 from transformer_jax.train.trainer import train_and_evaluate
 
-# Windows of 5 steps, a checkpoint every 10, 20 steps: room for a kill before the first
-# checkpoint and for signals in the middle of a window, before and after it.
-_CADENCE = {"log_every": 5, "eval_every": 10, "checkpoint_every": 10, "generate_eval": False}
+
+def _config(data_dir, steps=20, **train):
+    """Windows of 5 steps, a checkpoint every 10, 20 steps: room for a kill before the first
+    checkpoint and for signals in the middle of a window, before and after it. One eval split
+    and no decoding, so that the many runs here compile little."""
+    cadence = {"log_every": 5, "eval_every": 10, "checkpoint_every": 10, "generate_eval": False}
+    config = tiny_config(data_dir, steps_=steps, **{**cadence, **train})
+    config.data.num_test_long = 0
+    return config
 
 
 class _Killed(BaseException):
@@ -67,7 +73,7 @@ def data_dir(tmp_path_factory) -> Path:
 def test_every_interruption_resumes_to_the_metrics_of_an_uninterrupted_run(
     tmp_path, data_dir, monkeypatch
 ):
-    config = tiny_config(data_dir, steps_=20, **_CADENCE)
+    config = _config(data_dir)
     reference = train_and_evaluate(config, str(tmp_path / "reference"))
     workdir = str(tmp_path / "run")
     # (batch of this process that interrupts it, how, the step it resumes from next)
@@ -92,7 +98,7 @@ def test_every_interruption_resumes_to_the_metrics_of_an_uninterrupted_run(
 def test_summary_throughput_covers_every_process_of_a_resumed_run(tmp_path, data_dir, monkeypatch):
     """tokens/s is the median over every process's windows that did not compile, like wall time
     sums over the processes: here the windows of steps 10 and 20 (5 and 15 compiled)."""
-    config = tiny_config(data_dir, steps_=20, **_CADENCE)
+    config = _config(data_dir)
     workdir = tmp_path / "run"
     _interrupted(monkeypatch, 10, "signal")  # stops at step 10, a checkpoint step
     assert train_and_evaluate(config, str(workdir)).step == 10
@@ -103,10 +109,9 @@ def test_summary_throughput_covers_every_process_of_a_resumed_run(tmp_path, data
 
 
 def test_a_run_diverging_in_its_first_window_logs_it(tmp_path, data_dir):
-    config = tiny_config(
-        data_dir, steps_=20, learning_rate=1e30, grad_clip_norm=0.0, schedule="constant"
+    config = _config(
+        data_dir, learning_rate=1e30, grad_clip_norm=0.0, schedule="constant", warmup_steps=0
     )
-    config.train.update(warmup_steps=0, **_CADENCE)
     with pytest.raises(NonFiniteError, match="step 5"):
         train_and_evaluate(config, str(tmp_path / "run"))
     lines = [
@@ -122,7 +127,7 @@ def test_a_full_disk_fails_the_run_at_the_failed_save_in_one_line(
     """The save of step 10 runs out of space in orbax's background thread: the run stops at
     the next logging step, not the end, with one error naming the checkpoint and the cause, a
     "failed" summary, no tracebacks on stderr, and step 5, the last good checkpoint, intact."""
-    config = tiny_config(data_dir, steps_=30, **{**_CADENCE, "checkpoint_every": 5})
+    config = _config(data_dir, steps=30, checkpoint_every=5)
     workdir = tmp_path / "run"
     write_json = json_checkpoint_handler.JsonCheckpointHandler._save_fn
 

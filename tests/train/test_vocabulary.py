@@ -27,15 +27,24 @@ def char_lm_config(data_dir, corpus):
     return config
 
 
-@pytest.fixture
-def trained(tmp_path):
-    """A char-LM run on CORPUS, trained 4 steps; returns (config, corpus path, workdir)."""
-    corpus = tmp_path / "corpus.txt"
+@pytest.fixture(scope="module")
+def trained_once(tmp_path_factory):
+    """A char-LM run on CORPUS, trained 4 steps: (config, corpus path, workdir)."""
+    root = tmp_path_factory.mktemp("char_lm")
+    corpus = root / "corpus.txt"
     corpus.write_text(CORPUS)
-    config = char_lm_config(tmp_path / "tfds", corpus)
-    workdir = tmp_path / "run"
-    train_and_evaluate(config, str(workdir))
-    return config, corpus, workdir
+    config = char_lm_config(root / "tfds", corpus)
+    train_and_evaluate(config, str(root / "run"))
+    return config, corpus, root / "run"
+
+
+@pytest.fixture
+def trained(trained_once, tmp_path):
+    """A copy of the trained run for one test, its corpus as it trained (tests edit both)."""
+    config, corpus, workdir = trained_once
+    corpus.write_text(CORPUS)
+    shutil.copytree(workdir, tmp_path / "run")
+    return config.copy_and_resolve_references(), corpus, tmp_path / "run"
 
 
 def test_an_edited_corpus_is_refused_on_resume_and_ignored_by_readers(trained):
