@@ -73,39 +73,28 @@ def data_dir(tmp_path_factory) -> Path:
 def test_every_interruption_resumes_to_the_metrics_of_an_uninterrupted_run(
     tmp_path, data_dir, monkeypatch
 ):
+    """A kill before the first checkpoint, a signal mid-window, a kill mid-window: the resumed
+    run logs exactly the uninterrupted run's lines, and its tokens/s is the median over every
+    process's windows that did not compile (like wall time, summed over the processes)."""
     config = _config(data_dir)
     reference = train_and_evaluate(config, str(tmp_path / "reference"))
-    workdir = str(tmp_path / "run")
-    # (batch of this process that interrupts it, how, the step it resumes from next)
-    interruptions = [
-        (7, "kill", None),  # after the line of step 5, before the first checkpoint
-        (8, "signal", 8),  # mid-window, before the first checkpoint: saves step 8
-        (5, "signal", 13),  # from 8: past the checkpoint of step 10, mid-window again
-        (4, "kill", 13),  # from 13: after the line of step 15; resumes from 13 again
-    ]
-    for at, how, _ in interruptions:
-        _interrupted(monkeypatch, at, how)
-        if how == "kill":
-            with pytest.raises(_Killed):
-                train_and_evaluate(config, workdir)
-        else:
-            assert train_and_evaluate(config, workdir).status == "stopped"
-    finished = train_and_evaluate(config, workdir)
+    workdir = tmp_path / "run"
+    # Each process is interrupted at its n-th batch:
+    _interrupted(monkeypatch, 7, "kill")  # after the line of step 5, before the first checkpoint
+    with pytest.raises(_Killed):
+        train_and_evaluate(config, str(workdir))
+    _interrupted(monkeypatch, 13, "signal")  # from 0: past the checkpoint of 10, saves step 13
+    assert train_and_evaluate(config, str(workdir)).step == 13
+    _interrupted(monkeypatch, 4, "kill")  # from 13: after the line of step 15, before step 17
+    with pytest.raises(_Killed):
+        train_and_evaluate(config, str(workdir))
+    finished = train_and_evaluate(config, str(workdir))  # from 13 again
     assert finished.metrics == reference.metrics
     assert read_metrics(workdir) == read_metrics(tmp_path / "reference")
-
-
-def test_summary_throughput_covers_every_process_of_a_resumed_run(tmp_path, data_dir, monkeypatch):
-    """tokens/s is the median over every process's windows that did not compile, like wall time
-    sums over the processes: here the windows of steps 10 and 20 (5 and 15 compiled)."""
-    config = _config(data_dir)
-    workdir = tmp_path / "run"
-    _interrupted(monkeypatch, 10, "signal")  # stops at step 10, a checkpoint step
-    assert train_and_evaluate(config, str(workdir)).step == 10
-    summary = train_and_evaluate(config, str(workdir))
     lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     rates = {m["step"]: m["tokens_per_sec"] for m in lines if m["split"] == "train"}
-    assert summary.tokens_per_sec == pytest.approx(np.median([rates[10], rates[20]]))
+    # Windows 5 and 15 were the first of their processes (compiling); 10 and 20 count.
+    assert finished.tokens_per_sec == pytest.approx(np.median([rates[10], rates[20]]))
 
 
 def test_a_run_diverging_in_its_first_window_logs_it(tmp_path, data_dir):
