@@ -47,7 +47,7 @@ def main(argv):
         max_new_tokens=_MAX_NEW_TOKENS.value,
     )
     run = load_run(_WORKDIR.value)
-    tokenizer = run.info.tokenizer
+    tokenizer = run.tokenizer
     ids = tokens.encode(tokenizer, _INPUT.value, field="input")
     inputs = jnp.asarray([ids], jnp.int32)
     generated = decoding.generate(

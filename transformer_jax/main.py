@@ -19,7 +19,8 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config fil
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (checkpoints, metrics, summary).")
 flags.mark_flags_as_required(["config", "workdir"])
 
-# Exit status: 0 finished; 2 a user error (one "main: error:" line, see commands.py);
+# Exit status: 0 finished; 2 a user error or a checkpoint that could not be saved, e.g. on a full
+# disk (one "main: error:" line, see commands.py; summary.json says "failed");
 # DIVERGED_EXIT_CODE (3) a non-finite loss; STOPPED_EXIT_CODE (75) stopped by SIGTERM/SIGINT with
 # a checkpoint saved, so rerunning resumes. Defined in run_dir, the trainer/sweep contract.
 

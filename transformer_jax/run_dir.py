@@ -1,8 +1,9 @@
 """The run-directory contract: what a training run and the sweep runner write, and how.
 
 One training run owns one directory (`--workdir`; a sweep lays its runs out as
-WORKDIR/<variant>/seed_<seed>/). The trainer writes config.json, metrics.jsonl, checkpoints/ and
-summary.json; the sweep runner adds command.txt, run.log and, after a failure, failure.json.
+WORKDIR/<variant>/seed_<seed>/). The trainer writes config.json, its tokenizer, metrics.jsonl,
+checkpoints/ and summary.json; the sweep runner adds command.txt, run.log and, after a failure,
+failure.json.
 JSON files are written atomically (`write_json`: tmp file + `os.replace`), so a reader polling
 a running sweep never sees half a file; `read_json` still treats an unparsable file as absent.
 """
@@ -19,6 +20,10 @@ from typing import Any, Literal, TextIO
 import numpy as np
 
 CONFIG_FILE = "config.json"  # the resolved config plus GIT_COMMIT_KEY, written at start
+# The tokenizer the run trained with (data/tokenizers.py: write_tokenizer), so that an edited or
+# moved corpus or data_dir cache never changes what its ids mean; none for image data.
+TOKENIZER_FILE = "tokenizer.json"  # {"kind": "char", "alphabet"} or {"kind": "sentencepiece"}
+TOKENIZER_MODEL_FILE = "tokenizer.model"  # a sentencepiece tokenizer's copy of its model file
 METRICS_FILE = "metrics.jsonl"  # one JSON object per log/eval event (train/logger.py)
 CHECKPOINT_DIR = "checkpoints"  # orbax steps <step>/{state,data} (train/checkpoint.py)
 SUMMARY_FILE = "summary.json"  # a RunSummary, once the run finished or diverged
@@ -41,9 +46,11 @@ GIT_COMMIT_KEY = "git_commit"  # the field of config.json naming the code that t
 # The rest of config.json stays the config of the first steps.
 RESUMES_KEY = "resumes"
 
-Status = Literal["finished", "diverged", "stopped"]
-# What summary.json can say: final outcomes (rerunning the same command gives the same result).
-# "stopped" (by a signal, resumable) is returned by the trainer but never written.
+Status = Literal["finished", "diverged", "stopped", "failed"]
+# What summary.json can say: final outcomes (rerunning the same command gives the same result),
+# and "failed": a checkpoint could not be saved (a full disk), so rerunning resumes from the last
+# good one once the cause is fixed. "stopped" (by a signal, resumable) is returned by the trainer
+# but never written.
 FINAL_STATUSES: tuple[Status, ...] = ("finished", "diverged")
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -54,11 +61,12 @@ class RunSummary:
     """The outcome of a training run, as summary.json holds it.
 
     metrics: split -> metric -> value of the last evaluation (empty if none ran).
-    tokens_per_sec: median training throughput after the first (compiling) logging window;
-      None when there was no later window or the run diverged.
+    tokens_per_sec: median training throughput of the logging windows of every process of a
+      resumed run (up to the checkpoint each resumed from), less each process's first window,
+      which includes compilation; None when there was no other window or the run did not finish.
     wall_time_s: seconds of training, summed over the processes of a resumed run (each killed
       process up to its last line kept in metrics.jsonl).
-    error: why a diverged run stopped; None otherwise.
+    error: why a diverged or failed run stopped; None otherwise.
     bleu: translation runs (train.bleu): the test decoding settings, sacreBLEU signatures and
       the translations file (transformer_jax/train/bleu_eval.py); None otherwise.
     """
@@ -88,6 +96,11 @@ class RunSummary:
 
 def write_text(path: str | os.PathLike, text: str) -> None:
     """Writes `text` to `path` atomically: readers see the old file or the new one, never half."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path: str | os.PathLike, content: bytes) -> None:
+    """Writes `content` to `path` atomically (see `write_text`)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path), suffix=".tmp")
@@ -95,8 +108,8 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         # mkstemp creates 0600; give the file the mode `open` would (0666 less the umask, so
         # 0644 usually), so colleagues can read a shared run directory like its other files.
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -3,7 +3,6 @@
 import math
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +18,6 @@ from transformer_jax.config import (
     ModelConfig,
     PositionalConfig,
 )
-from transformer_jax.data.info import DatasetInfo
 from transformer_jax.data.tokenizers import CharTokenizer
 from transformer_jax.layers.positional import sinusoidal_table
 from transformer_jax.models import build_model
@@ -126,9 +124,7 @@ def random_run(family: str) -> LoadedRun:
     model = build_model(config)
     params = model.init(jax.random.PRNGKey(0), np.ones((1, 4), np.int32))["params"]
     state = TrainState(jnp.int32(0), params, {}, None, jax.random.PRNGKey(1))
-    kind = "lm" if family == "decoder_only" else "classification"
-    info = DatasetInfo("digits", kind, 13, 4, 4, ("test",), CharTokenizer("0123456789"), 2)
-    return LoadedRun(None, config, model, state, dataset=SimpleNamespace(info=info))
+    return LoadedRun(None, None, config, model, state, stored_tokenizer=CharTokenizer("0123456789"))
 
 
 def test_decoder_only_reads_bos_then_the_input():

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 from tiny_configs import tiny_model
 
+from transformer_jax.config import ViTConfig
 from transformer_jax.models import build_model
+from transformer_jax.models.families import family_of
 from transformer_jax.models.stack import TransformerStack
 
 TINY = tiny_model(
@@ -261,3 +263,37 @@ def test_blocked_causal_attention_agrees_with_the_whole_square(packed, monkeypat
         outputs[impl] = model.apply(variables, ids, **kwargs)
     assert calls  # The einsum model took the blocked path.
     np.testing.assert_allclose(outputs["einsum"], outputs["jax"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        TINY,
+        TINY.replace(family="decoder_only"),
+        TINY.replace(family="encoder_classifier", pooling="cls"),
+        tiny_model(
+            "vit",
+            {"positional.kind": "learned", "positional.max_len": 17},
+            num_classes=3,
+            pooling="cls",
+            vit=ViTConfig(image_size=8, num_channels=3, patch_size=2),
+        ),
+    ],
+    ids=lambda cfg: cfg.family,
+)
+def test_the_example_batch_builds_the_parameters_of_a_data_batch(cfg):
+    """What load_run builds a trained run's parameters from, without its data: a data batch
+    gives parameters of the same shapes (the sequence or image fits the positions)."""
+    family = family_of(cfg)
+    if family.reads_images:
+        batch = {"inputs": jnp.ones((2, 8, 8, 3))}
+    else:
+        batch = {"inputs": IDS, "targets": IDS}
+    model = build_model(cfg)
+
+    def shapes(batch):
+        args, kwargs = family.inputs(batch)
+        init = lambda: model.init(jax.random.PRNGKey(0), *args, **kwargs)  # noqa: E731
+        return jax.tree.map(lambda x: x.shape, jax.eval_shape(init)["params"])
+
+    assert shapes(family.example_batch(cfg)) == shapes(batch)

@@ -13,8 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from train_fixtures import read_metrics, tiny_config
 
-from transformer_jax import defaults, run_dir
+from transformer_jax import run_dir
 from transformer_jax.data import registry
 from transformer_jax.models.families import shift_right
 from transformer_jax.train.logger import MetricsLogger
@@ -25,26 +26,6 @@ from transformer_jax.train.trainer import train_and_evaluate
 REPO = Path(__file__).resolve().parents[2]
 
 
-def tiny_config(data_dir, steps_=60, **train):
-    config = defaults.base_config("copy")
-    config.model.update(d_model=32, num_encoder_layers=1, num_decoder_layers=1, dropout_rate=0.1)
-    config.model.attention.num_heads = 2
-    config.model.ffn.d_ff = 64
-    config.data.update(
-        data_dir=str(data_dir),
-        num_train=2000,
-        num_test=64,
-        num_test_long=64,
-        max_len=8,
-        long_min_len=9,
-        long_max_len=12,
-        batch_size=16,
-    )
-    train = {"log_every": 10, "eval_every": 30, "checkpoint_every": 20, "warmup_steps": 5, **train}
-    config.train.update(steps=steps_, **train)
-    return config
-
-
 def _dotted(tree: dict, prefix: str = ""):
     """(dotted path, value) for every leaf of a nested config dict."""
     for key, value in tree.items():
@@ -52,15 +33,6 @@ def _dotted(tree: dict, prefix: str = ""):
             yield from _dotted(value, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}", value
-
-
-def read_metrics(workdir):
-    lines = [
-        json.loads(line) for line in (Path(workdir) / "metrics.jsonl").read_text().splitlines()
-    ]
-    for line in lines:
-        line.pop("time"), line.pop("tokens_per_sec", None)
-    return lines
 
 
 def test_shift_right_is_teacher_forcing():

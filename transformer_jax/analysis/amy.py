@@ -164,7 +164,7 @@ def trained_encoder(workdir: str, words: list[str]):
     run = load_run(workdir)
     ids = []
     for word in words:
-        word_ids = run.info.tokenizer.encode(word)
+        word_ids = run.tokenizer.encode(word)
         if len(word_ids) != 1:
             raise ValueError(
                 f"--sentence word {word!r} is {len(word_ids)} tokens {word_ids} in the "

@@ -80,7 +80,7 @@ def model_batch(run, input_text: str, target_text: str | None) -> tuple[dict, li
             f"model.family={family.name!r} of the run is not valid here; attention_maps reads "
             f"text inputs: {text_families}"
         )
-    tokenizer = run.info.tokenizer
+    tokenizer = run.tokenizer
     input_ids = tokens.encode(tokenizer, input_text, "input")
     max_len = run.model_config.positional.max_len
     # The class token, or BOS before a prompt, takes one position.
@@ -121,7 +121,7 @@ def attention_maps(run, input_text: str, target_text: str | None = None) -> list
     """Every attention map of `run` on one input, in encoder -> decoder, layer order."""
     batch, input_ids = model_batch(run, input_text, target_text)
     family = family_of(run.model_config)
-    tokenizer = run.info.tokenizer
+    tokenizer = run.tokenizer
     args, kwargs = family.inputs(batch)
     weights = collect_attention(run.model, run.variables, args, kwargs)
     source_labels = tokens.labels(tokenizer, input_ids)

@@ -60,7 +60,7 @@ def ponder_maps(run, input_text: str, target_text: str | None = None) -> list[Po
     family = family_of(cfg)
     args, kwargs = family.inputs(batch)
     found = collect_ponder(run.model, run.variables, args, kwargs)
-    source_labels = tokens.labels(run.info.tokenizer, input_ids)
+    source_labels = tokens.labels(run.tokenizer, input_ids)
     if family.classifier and cfg.pooling == "cls":
         source_labels = ["<cls>"] + source_labels
     maps = []
@@ -68,7 +68,7 @@ def ponder_maps(run, input_text: str, target_text: str | None = None) -> list[Po
         steps_BT, remainders_BT = found[name]
         labels = source_labels
         if name == "decoder":
-            labels = tokens.labels(run.info.tokenizer, np.asarray(shift_right(batch["targets"]))[0])
+            labels = tokens.labels(run.tokenizer, np.asarray(shift_right(batch["targets"]))[0])
         maps.append(PonderMap(name, steps_BT[0], remainders_BT[0], labels))
     return maps
 

@@ -87,7 +87,7 @@ class AlgorithmicData:
         self.tfds_name = f"{builder.name}/{config.name}"
         self._data_dir = cfg.data_dir
         alphabet = algorithmic.ADDITION_ALPHABET if is_addition else symbol_alphabet(num_symbols)
-        tokenizer = CharTokenizer(alphabet)
+        tokenizer = CharTokenizer(alphabet, source=f"the symbols of data.name={cfg.name!r}")
         eval_splits = ("test", "test_long") if cfg.num_test_long > 0 else ("test",)
         split_lengths = {}
         if cfg.max_input_len == -1 and cfg.max_target_len == -1:

@@ -163,7 +163,9 @@ def text_file_data(cfg: ml_collections.ConfigDict) -> CharStreamData:
         name="text_file",
         tfds_name=f"{builder.name}/{config.name}",
         data_dir=cfg.data_dir,
-        tokenizer=CharTokenizer(builder.info.metadata["vocabulary"]),
+        tokenizer=CharTokenizer(
+            builder.info.metadata["vocabulary"], source=f"data.path={cfg.path}"
+        ),
         seq_len=cfg.seq_len,
         packing=cfg.packing,
         eval_splits=("validation",),
@@ -181,7 +183,10 @@ def tiny_shakespeare_data(cfg: ml_collections.ConfigDict) -> CharStreamData:
         name="tiny_shakespeare",
         tfds_name="tiny_shakespeare",
         data_dir=cfg.data_dir,
-        tokenizer=CharTokenizer("".join(sorted(set("".join(texts.values()))))),
+        tokenizer=CharTokenizer(
+            "".join(sorted(set("".join(texts.values())))),
+            source=f"tiny_shakespeare in data.data_dir={cfg.data_dir}",
+        ),
         seq_len=cfg.seq_len,
         packing=cfg.packing,
         eval_splits=("validation", "test"),

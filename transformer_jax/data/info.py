@@ -16,7 +16,10 @@ Kind = Literal["seq2seq", "lm", "classification"]
 
 
 class Tokenizer(Protocol):
-    """Maps text to token ids and back; ids follow the PAD/BOS/EOS convention above."""
+    """Maps text to token ids and back; ids follow the PAD/BOS/EOS convention above. `source`
+    names what it was built from (a corpus file, a model file), for error messages."""
+
+    source: str
 
     @property
     def vocab_size(self) -> int: ...

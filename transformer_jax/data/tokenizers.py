@@ -2,8 +2,13 @@
 
 Both follow the contract ids: PAD = 0, BOS = 1, EOS = 2, real tokens from 3. `decode` stops
 at the first EOS and drops PAD/BOS, so it can print a generated or padded row directly.
+
+A training run stores its tokenizer in its directory (`write_tokenizer`): readers decode with
+the stored one (`read_tokenizer`) and a resume refuses data whose tokenizer differs from it
+(`check_stored_tokenizer`), since the same ids would then mean other text.
 """
 
+import hashlib
 import os
 import string
 import tempfile
@@ -13,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import sentencepiece as spm
 
-from transformer_jax.data.info import BOS_ID, EOS_ID, NUM_SPECIAL_IDS, PAD_ID
+from transformer_jax import run_dir
+from transformer_jax.data.info import BOS_ID, EOS_ID, NUM_SPECIAL_IDS, PAD_ID, Tokenizer
 
 # Symbols of the algorithmic tasks print as characters. ASCII alphanumerics come first in
 # code-point order, then CJK ideographs (all printable, code points above ASCII), so sorting
@@ -44,14 +50,16 @@ def _strip_special(ids: Sequence[int]) -> list[int]:
 
 
 class CharTokenizer:
-    """One id per character: alphabet[k] <-> id 3 + k."""
+    """One id per character: alphabet[k] <-> id 3 + k. `source` says where the alphabet came
+    from (e.g. the corpus file), for error messages."""
 
-    def __init__(self, alphabet: str):
+    def __init__(self, alphabet: str, source: str = "the alphabet"):
         if not alphabet:
             raise ValueError("CharTokenizer alphabet is empty; it needs at least one character")
         if len(set(alphabet)) != len(alphabet):
             raise ValueError(f"CharTokenizer alphabet has repeated characters: {alphabet!r}")
         self.alphabet = alphabet
+        self.source = source
         codes = np.array([ord(c) for c in alphabet], dtype=np.uint32)
         order = np.argsort(codes)
         # Sorted code points + their ids let encode_array map a whole text with searchsorted.
@@ -94,6 +102,7 @@ class SentencePieceTokenizer:
 
     def __init__(self, model_path: str | os.PathLike):
         self.model_path = str(model_path)
+        self.source = self.model_path
         self._sp = spm.SentencePieceProcessor(model_file=self.model_path)
         got = (self._sp.pad_id(), self._sp.bos_id(), self._sp.eos_id())
         if got != (PAD_ID, BOS_ID, EOS_ID):
@@ -105,6 +114,11 @@ class SentencePieceTokenizer:
     @property
     def vocab_size(self) -> int:
         return self._sp.get_piece_size()
+
+    @property
+    def model_proto(self) -> bytes:
+        """The model, serialized: what the model file holds."""
+        return self._sp.serialized_model_proto()
 
     def encode(self, text: str) -> list[int]:
         return list(self._sp.encode(text))
@@ -172,3 +186,69 @@ def load_or_train_sentencepiece(
     if model_path.exists():
         return SentencePieceTokenizer(model_path)
     return train_sentencepiece(texts(), model_path, vocab_size=vocab_size, max_chars=max_chars)
+
+
+def write_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> None:
+    """Stores `tokenizer` in a run directory as run_dir.TOKENIZER_FILE (a SentencePiece model is
+    copied next to it as run_dir.TOKENIZER_MODEL_FILE), so the run never depends on the corpus
+    or the data_dir cache it was built from."""
+    if isinstance(tokenizer, CharTokenizer):
+        spec = {"kind": "char", "alphabet": tokenizer.alphabet}
+    elif isinstance(tokenizer, SentencePieceTokenizer):
+        proto = tokenizer.model_proto
+        run_dir.write_bytes(os.path.join(directory, run_dir.TOKENIZER_MODEL_FILE), proto)
+        spec = {"kind": "sentencepiece", "sha256": hashlib.sha256(proto).hexdigest()}
+    else:
+        raise ValueError(f"cannot store a tokenizer of type {type(tokenizer).__name__}")
+    spec["source"] = tokenizer.source
+    run_dir.write_json(os.path.join(directory, run_dir.TOKENIZER_FILE), spec)
+
+
+def read_tokenizer(directory: str | os.PathLike) -> Tokenizer | None:
+    """The tokenizer stored by `write_tokenizer`, or None when the directory holds none (image
+    data, or a run written before runs stored their tokenizer)."""
+    spec = run_dir.read_json(os.path.join(directory, run_dir.TOKENIZER_FILE))
+    if spec is None:
+        return None
+    if spec["kind"] == "char":
+        return CharTokenizer(spec["alphabet"], source=spec.get("source", "the alphabet"))
+    return SentencePieceTokenizer(os.path.join(directory, run_dir.TOKENIZER_MODEL_FILE))
+
+
+def check_stored_tokenizer(directory: str | os.PathLike, tokenizer: Tokenizer | None) -> bool:
+    """Raises a ValueError naming the source of `tokenizer` and what differs when `directory`
+    stores another tokenizer; returns whether it stores one."""
+    stored = read_tokenizer(directory)
+    if stored is None:
+        return False
+    difference = _difference(stored, tokenizer)
+    if difference:
+        path = os.path.join(directory, run_dir.TOKENIZER_FILE)
+        raise ValueError(
+            f"the vocabulary of {getattr(tokenizer, 'source', None)} differs from {path}, the "
+            f"one the run trained with ({difference}), so its ids would mean other text; use "
+            "the data the run trained on, or a new --workdir"
+        )
+    return True
+
+
+def _difference(stored: Tokenizer, current: Tokenizer | None) -> str:
+    """What differs between two tokenizers, or "" when they map text to the same ids."""
+    if type(stored) is not type(current):
+        return f"a {type(current).__name__}, not a {type(stored).__name__}"
+    if isinstance(stored, CharTokenizer):
+        if stored.alphabet == current.alphabet:
+            return ""
+        added = "".join(sorted(set(current.alphabet) - set(stored.alphabet)))
+        removed = "".join(sorted(set(stored.alphabet) - set(current.alphabet)))
+        if not added and not removed:
+            return "the same characters in another order"
+        return f"characters added: {added!r}, removed: {removed!r}"
+    if stored.model_proto == current.model_proto:
+        return ""
+    sizes = (stored.vocab_size, current.vocab_size)
+    first = next(
+        (i for i in range(min(sizes)) if stored._sp.id_to_piece(i) != current._sp.id_to_piece(i)),
+        min(sizes),
+    )
+    return f"{sizes[0]} and {sizes[1]} pieces, the first different at id {first}"

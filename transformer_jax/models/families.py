@@ -72,6 +72,17 @@ class Family:
             "positions_BT": batch.get("targets_positions"),
         }
 
+    def example_batch(self, config) -> dict[str, jnp.ndarray]:
+        """One example of zeros in the shapes `inputs` reads, for `config`: enough to build the
+        parameters of a trained run without its data."""
+        if self.reads_images:
+            size, channels = config.vit.image_size, config.vit.num_channels
+            return {"inputs": jnp.zeros((1, size, size, channels), jnp.float32)}
+        # The longest sequence the positions allow (less a classifier's class token).
+        length = config.positional.max_len - (self.classifier and config.pooling == "cls")
+        tokens_1T = jnp.zeros((1, length), jnp.int32)
+        return {"inputs": tokens_1T, "targets": tokens_1T}
+
     def sequence_length(self, config, max_input_len: int, max_target_len: int) -> int:
         """The longest sequence the model holds positions for, from the data's lengths."""
         if self.reads_images:

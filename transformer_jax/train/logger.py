@@ -6,8 +6,9 @@ loses nothing already logged. Non-finite values are written as Python's `NaN` /
 `Infinity` tokens (read back by `json.loads`), so a diverged run's last loss is visible.
 
 Resuming: `truncate_after(step)` drops lines logged after the restored checkpoint by the
-crashed run, so the resumed file matches an uninterrupted run's (apart from "time"), and
-TensorBoard is told to purge those steps too.
+crashed run (`truncate_after(0)`: all of them, when it was killed before its first checkpoint),
+so the resumed file matches an uninterrupted run's (apart from "time"), and TensorBoard is told
+to purge those steps too.
 """
 
 import json

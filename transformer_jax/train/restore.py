@@ -1,6 +1,12 @@
-"""Loads a trained run back from its directory: config, dataset, model and parameters."""
+"""Loads a trained run back from its directory: config, model, parameters and tokenizer.
+
+The data is read only when asked for (`LoadedRun.dataset`): sampling a run needs its stored
+tokenizer, never its corpus, which may have been edited or moved since.
+"""
 
 import dataclasses
+import functools
+import sys
 from pathlib import Path
 
 import jax
@@ -8,7 +14,10 @@ import ml_collections
 
 from transformer_jax import data, run_dir
 from transformer_jax.config import ModelConfig, TrainConfig
+from transformer_jax.data import tokenizers
+from transformer_jax.data.info import Tokenizer
 from transformer_jax.models import build_model
+from transformer_jax.models.families import family_of
 from transformer_jax.train import step as steps
 from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.optimizer import make_optimizer
@@ -16,15 +25,42 @@ from transformer_jax.train.optimizer import make_optimizer
 
 @dataclasses.dataclass(frozen=True)
 class LoadedRun:
+    workdir: Path
     config: ml_collections.ConfigDict
     model_config: ModelConfig
     model: object  # the flax module
     state: steps.TrainState
-    dataset: data.Dataset  # loaded once; analysis commands read their batches from it
+    # The tokenizer stored in the run directory; None for image data, and for runs written
+    # before runs stored theirs (see `tokenizer`).
+    stored_tokenizer: Tokenizer | None
+
+    @functools.cached_property
+    def dataset(self) -> data.Dataset:
+        """The run's data, loaded once (analysis commands read their batches from it); a
+        ValueError if its tokenizer is no longer the one the run trained with."""
+        dataset = data.load_dataset(self.config.data)
+        if self.stored_tokenizer is not None:
+            tokenizers.check_stored_tokenizer(self.workdir, dataset.info.tokenizer)
+        return dataset
 
     @property
     def info(self) -> data.DatasetInfo:
         return self.dataset.info
+
+    @functools.cached_property
+    def tokenizer(self) -> Tokenizer | None:
+        """The tokenizer the run trained with: the stored one, else (an older run directory)
+        rebuilt from the data, which is said on stderr."""
+        if self.stored_tokenizer is not None:
+            return self.stored_tokenizer
+        rebuilt = self.info.tokenizer
+        if rebuilt is not None:
+            print(
+                f"note: {self.workdir} stores no tokenizer (it predates them); rebuilt it from "
+                f"{rebuilt.source}, which must be unchanged since the run trained",
+                file=sys.stderr,
+            )
+        return rebuilt
 
     @property
     def variables(self) -> dict:
@@ -46,9 +82,8 @@ def load_run(workdir: str, step: int | None = None) -> LoadedRun:
     config = ml_collections.ConfigDict(resolved)
     model_config = ModelConfig.from_dict(resolved["model"])
     model = build_model(model_config)
-    dataset = data.load_dataset(config.data)
     optimizer = make_optimizer(TrainConfig.from_dict(resolved["train"]), model_config.d_model)
-    sample = next(iter(dataset.eval_batches(dataset.info.eval_splits[0], batch_size=2)))
+    sample = family_of(model_config).example_batch(model_config)
     abstract = jax.eval_shape(
         lambda: steps.init_state(model, optimizer, sample, jax.random.PRNGKey(0))
     )
@@ -62,4 +97,5 @@ def load_run(workdir: str, step: int | None = None) -> LoadedRun:
     if restored is None:
         raise ValueError(f"--workdir={workdir} has no checkpoint to load")
     state, _ = restored
-    return LoadedRun(config, model_config, model, state, dataset)
+    stored_tokenizer = tokenizers.read_tokenizer(workdir)
+    return LoadedRun(workdir, config, model_config, model, state, stored_tokenizer)

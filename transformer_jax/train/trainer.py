@@ -5,10 +5,14 @@ latest checkpoint of `workdir` if there is one (parameters, optimizer, step, RNG
 iterator position, so a resumed run reproduces an uninterrupted one); then train, logging every
 `log_every` steps, evaluating every `eval_every`, checkpointing every `checkpoint_every`; at the
 end write `summary.json`. SIGTERM/SIGINT save a checkpoint and return; a non-finite loss writes a
-"diverged" summary and raises `NonFiniteError`, leaving the last good checkpoint untouched. The
+"diverged" summary and raises `NonFiniteError`, and a checkpoint that cannot be saved (a full
+disk) a "failed" one and raises `CheckpointSaveError`, both leaving the last good checkpoint
+untouched. A checkpoint also holds the loop's partial logging window and throughput so far, so
+that however a run is interrupted, its resumed metrics.jsonl equals an uninterrupted run's. The
 files of the run directory are described in transformer_jax/run_dir.py.
 """
 
+import contextlib
 import functools
 import time
 from pathlib import Path
@@ -21,11 +25,12 @@ from transformer_jax import data, decoding, run_dir
 from transformer_jax.config import ModelConfig, TrainConfig
 from transformer_jax.config import fields as F
 from transformer_jax.config.model import upgrade_flat_model_config
+from transformer_jax.data import tokenizers
 from transformer_jax.defaults import FROM_DATA
 from transformer_jax.models import FAMILIES, build_model
 from transformer_jax.train import step as steps
 from transformer_jax.train.bleu_eval import BleuEvaluator
-from transformer_jax.train.checkpoint import Checkpointer
+from transformer_jax.train.checkpoint import Checkpointer, CheckpointSaveError
 from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.numerics import NonFiniteError, check_finite
 from transformer_jax.train.optimizer import current_learning_rate, make_optimizer
@@ -168,6 +173,21 @@ def _host_average(window: list[dict]) -> dict[str, float]:
     return out
 
 
+def _window_to_json(window: list[dict]) -> dict:
+    """The per-step metrics of a partial logging window, exactly (values with their dtypes),
+    for the checkpoint: a resumed run completes the window as if it had never stopped."""
+    stacked = jax.device_get(window)
+    if not stacked:
+        return {}
+    dtypes = {name: str(np.asarray(value).dtype) for name, value in stacked[0].items()}
+    return {"dtypes": dtypes, "steps": [{k: v.item() for k, v in m.items()} for m in stacked]}
+
+
+def _window_from_json(stored: dict) -> list[dict]:
+    dtypes = stored.get("dtypes", {})
+    return [{k: np.asarray(v, dtypes[k]) for k, v in m.items()} for m in stored.get("steps", [])]
+
+
 def with_generation(eval_fn, model):
     """eval_fn's sums plus gen_seq_accuracy: greedy decoding scored by exact match.
 
@@ -221,7 +241,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     resolved = config.to_dict()
     resolved["model"] = model_config.to_dict()
     resolved["train"] = train_cfg.to_dict()
-    changes = _resume_changes(workdir, resolved)  # Refuses before touching the workdir.
+    # A resume refuses before touching the workdir: data whose tokenizer is not the run's (the
+    # same ids would mean other text), then any config change it may not make.
+    has_tokenizer = tokenizers.check_stored_tokenizer(workdir, info.tokenizer)
+    changes = _resume_changes(workdir, resolved)
 
     train_iter = dataset.train_iterator(seed=config.seed, batch_size=config.data.batch_size)
     eval_sets = {
@@ -272,18 +295,48 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
         state, data_state = restored
         train_iter.set_state(data_state)
         logger.truncate_after(int(state.step))
+        loop = checkpointer.restore_loop_state(int(state.step))
         if changes:
             run_dir.record_resume(workdir, int(state.step), changes)
         print(f"Resumed {workdir} at step {int(state.step)}.", flush=True)
         state = parallel.place_state(state)
     else:
+        logger.truncate_after(0)  # Lines of a process killed before its first checkpoint.
+        loop = {}
         run_dir.write_config(workdir, resolved)  # Nothing trained yet: this config is the run's.
         print(f"{model_config.family}: {num_params:,} parameters.", flush=True)
+    if info.tokenizer is not None and not has_tokenizer:
+        if restored is not None:
+            print(
+                f"{workdir} stores no tokenizer (it predates them): storing the one rebuilt "
+                f"from {info.tokenizer.source}, assumed to be the one it trained with.",
+                flush=True,
+            )
+        tokenizers.write_tokenizer(info.tokenizer, workdir)
 
     step = int(parallel.host_state(state).step)
-    window, window_start = [], time.perf_counter()
-    rates = []
+    # The logging window in progress (steps since the last train line, restored when a signal
+    # stopped the run mid-window) and the tokens/s of every earlier process's windows.
+    window = _window_from_json(loop.get("window", {}))
+    window_start = time.perf_counter() - loop.get("window_elapsed_s", 0.0)
+    rates = list(loop.get("rates", []))
+    compiling = True  # This process's first window includes compilation: not a rate.
     final_metrics = {}
+
+    def loop_state() -> dict:
+        elapsed = time.perf_counter() - window_start
+        return {"window": _window_to_json(window), "window_elapsed_s": elapsed, "rates": rates}
+
+    def outcome(status: run_dir.Status, at: int, **fields) -> run_dir.RunSummary:
+        return run_dir.RunSummary(
+            status=status,
+            step=at,
+            metrics=final_metrics,
+            num_params=num_params,
+            wall_time_s=logger.elapsed(),
+            **fields,
+        )
+
     try:
         with StopOnSignal() as stop:
             while step < train_cfg.steps:
@@ -293,15 +346,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
                 logged = step % train_cfg.log_every == 0 or step == train_cfg.steps
                 if logged:
                     averaged = _host_average(window)
-                    check_finite(step, averaged)
                     elapsed = time.perf_counter() - window_start
                     averaged["tokens_per_sec"] = averaged.pop("tokens") / elapsed
                     opt_state = parallel.host_state(state.opt_state)
                     averaged["learning_rate"] = float(current_learning_rate(opt_state))
-                    if step > train_cfg.log_every:  # The first window includes compilation.
+                    logger.write(step, "train", averaged)  # A diverged window is logged too.
+                    check_finite(step, averaged)
+                    if not compiling:
                         rates.append(averaged["tokens_per_sec"])
-                    logger.write(step, "train", averaged)
-                    window, window_start = [], time.perf_counter()
+                    window, window_start, compiling = [], time.perf_counter(), False
                 if step % train_cfg.eval_every == 0 or step == train_cfg.steps:
                     final_metrics = evaluate_all(state, final=step == train_cfg.steps)
                     for split, values in final_metrics.items():
@@ -310,41 +363,38 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
                 stopping = stop.stop_requested()
                 if logged or stopping:  # The checkpointer saves when due; a signal forces it.
                     checkpointer.save(
-                        step, parallel.host_state(state), train_iter.get_state(), force=stopping
+                        step,
+                        parallel.host_state(state),
+                        train_iter.get_state(),
+                        loop_state=loop_state(),
+                        force=stopping,
                     )
                 if stopping:
+                    checkpointer.wait_until_finished()
                     print(f"Stopped by signal at step {step}; checkpoint saved.", flush=True)
-                    return run_dir.RunSummary(
-                        status="stopped",
-                        step=step,
-                        metrics=final_metrics,
-                        num_params=num_params,
-                        wall_time_s=logger.elapsed(),
-                    )
-        checkpointer.save(step, parallel.host_state(state), train_iter.get_state(), force=True)
+                    return outcome("stopped", step)
+        host_state = parallel.host_state(state)
+        checkpointer.save(
+            step, host_state, train_iter.get_state(), loop_state=loop_state(), force=True
+        )
+        checkpointer.wait_until_finished()  # On disk before the summary says "finished".
         if not final_metrics:  # Resumed at the last step: evaluate the restored state.
             final_metrics = evaluate_all(state, final=True)
-        summary = run_dir.RunSummary(
-            status="finished",
-            step=step,
-            metrics=final_metrics,
-            num_params=num_params,
+        summary = outcome(
+            "finished",
+            step,
             tokens_per_sec=float(np.median(rates)) if rates else None,
-            wall_time_s=logger.elapsed(),
             bleu=bleu.summary() if bleu is not None else None,
         )
         run_dir.write_summary(workdir, summary)
         return summary
     except NonFiniteError as error:
-        diverged = run_dir.RunSummary(
-            status="diverged",
-            step=error.step,
-            metrics=final_metrics,
-            num_params=num_params,
-            wall_time_s=logger.elapsed(),
-            error=str(error),
-        )
-        run_dir.write_summary(workdir, diverged)
+        run_dir.write_summary(workdir, outcome("diverged", error.step, error=str(error)))
+        raise
+    except CheckpointSaveError as error:
+        # The full disk may not take the summary either; the raised error still says why.
+        with contextlib.suppress(OSError):
+            run_dir.write_summary(workdir, outcome("failed", step, error=str(error)))
         raise
     finally:
         checkpointer.close()

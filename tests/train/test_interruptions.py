@@ -1,0 +1,138 @@
+"""Interrupted runs: whatever stops a run (a kill, a signal, a full disk), resuming it ends with
+exactly the metrics.jsonl of an uninterrupted run, and a failure says where and why at once."""
+
+import errno
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from orbax.checkpoint._src.handlers import json_checkpoint_handler
+from train_fixtures import read_metrics, tiny_config
+
+from transformer_jax.data.api import Dataset
+from transformer_jax.train.numerics import NonFiniteError
+from transformer_jax.train.restore import load_run
+from transformer_jax.train.trainer import train_and_evaluate
+
+
+def _config(data_dir, steps=20, **train):
+    """Windows of 5 steps, a checkpoint every 10, 20 steps: room for a kill before the first
+    checkpoint and for signals in the middle of a window, before and after it. One eval split
+    and no decoding, so that the many runs here compile little."""
+    cadence = {"log_every": 5, "eval_every": 10, "checkpoint_every": 10, "generate_eval": False}
+    config = tiny_config(data_dir, steps_=steps, **{**cadence, **train})
+    config.data.num_test_long = 0
+    return config
+
+
+class _Killed(BaseException):
+    """Stands for kill -9: nothing after it runs in the trainer but its `finally`."""
+
+
+class _Interrupting:
+    """The training iterator, interrupting the process when it fetches its `at`-th batch:
+    "signal" sends SIGTERM (that step still trains), "kill" raises _Killed (it does not)."""
+
+    def __init__(self, iterator, at: int, how: str):
+        self._iterator, self._at, self._how, self._fetched = iterator, at, how, 0
+
+    def __next__(self):
+        self._fetched += 1
+        if self._fetched == self._at:
+            if self._how == "kill":
+                raise _Killed
+            os.kill(os.getpid(), signal.SIGTERM)
+        return next(self._iterator)
+
+    def get_state(self):
+        return self._iterator.get_state()
+
+    def set_state(self, state):
+        self._iterator.set_state(state)
+
+
+def _interrupted(monkeypatch, at: int, how: str) -> None:
+    """The next run's training iterator interrupts it at its `at`-th batch (see _Interrupting)."""
+    original = Dataset.train_iterator
+
+    def train_iterator(self, **kwargs):
+        monkeypatch.setattr(Dataset, "train_iterator", original)  # This run only.
+        return _Interrupting(original(self, **kwargs), at, how)
+
+    monkeypatch.setattr(Dataset, "train_iterator", train_iterator)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("tfds")
+
+
+def test_every_interruption_resumes_to_the_metrics_of_an_uninterrupted_run(
+    tmp_path, data_dir, monkeypatch
+):
+    """A kill before the first checkpoint, a signal mid-window, a kill mid-window: the resumed
+    run logs exactly the uninterrupted run's lines, and its tokens/s is the median over every
+    process's windows that did not compile (like wall time, summed over the processes)."""
+    config = _config(data_dir)
+    reference = train_and_evaluate(config, str(tmp_path / "reference"))
+    workdir = tmp_path / "run"
+    # Each process is interrupted at its n-th batch:
+    _interrupted(monkeypatch, 7, "kill")  # after the line of step 5, before the first checkpoint
+    with pytest.raises(_Killed):
+        train_and_evaluate(config, str(workdir))
+    _interrupted(monkeypatch, 13, "signal")  # from 0: past the checkpoint of 10, saves step 13
+    assert train_and_evaluate(config, str(workdir)).step == 13
+    _interrupted(monkeypatch, 4, "kill")  # from 13: after the line of step 15, before step 17
+    with pytest.raises(_Killed):
+        train_and_evaluate(config, str(workdir))
+    finished = train_and_evaluate(config, str(workdir))  # from 13 again
+    assert finished.metrics == reference.metrics
+    assert read_metrics(workdir) == read_metrics(tmp_path / "reference")
+    lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    rates = {m["step"]: m["tokens_per_sec"] for m in lines if m["split"] == "train"}
+    # Windows 5 and 15 were the first of their processes (compiling); 10 and 20 count.
+    assert finished.tokens_per_sec == pytest.approx(np.median([rates[10], rates[20]]))
+
+
+def test_a_run_diverging_in_its_first_window_logs_it(tmp_path, data_dir):
+    config = _config(
+        data_dir, learning_rate=1e30, grad_clip_norm=0.0, schedule="constant", warmup_steps=0
+    )
+    with pytest.raises(NonFiniteError, match="step 5"):
+        train_and_evaluate(config, str(tmp_path / "run"))
+    lines = [
+        json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert [(m["step"], m["split"]) for m in lines] == [(5, "train")]
+    assert not np.isfinite(lines[0]["loss"])
+
+
+def test_a_full_disk_fails_the_run_at_the_failed_save_in_one_line(
+    tmp_path, data_dir, monkeypatch, caplog
+):
+    """The save of step 10 runs out of space in orbax's background thread: the run stops at
+    the next logging step, not the end, with one error naming the checkpoint and the cause, a
+    "failed" summary, no tracebacks on stderr, and step 5, the last good checkpoint, intact."""
+    config = _config(data_dir, steps=30, checkpoint_every=5)
+    workdir = tmp_path / "run"
+    write_json = json_checkpoint_handler.JsonCheckpointHandler._save_fn
+
+    async def disk_full(self, item, directory):
+        if f"{os.sep}10.orbax-checkpoint-tmp" in str(directory):
+            path = str(directory / self._filename)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        return await write_json(self, item, directory)
+
+    monkeypatch.setattr(json_checkpoint_handler.JsonCheckpointHandler, "_save_fn", disk_full)
+    with pytest.raises(OSError, match="checkpoints/10 could not be saved .*No space left"):
+        train_and_evaluate(config, str(workdir))
+    assert not [record.getMessage() for record in caplog.records if record.exc_info]
+    lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    assert max(m["step"] for m in lines) <= 15
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["status"] == "failed" and "No space left on device" in summary["error"]
+    monkeypatch.undo()
+    assert load_run(str(workdir)).state.step == 5
