@@ -173,6 +173,28 @@ def update_sweep_json(
     return resolved
 
 
+def plan_checked(
+    sweep: Sweep,
+    workdir: str,
+    variants: Sequence[str] | None,
+    seeds: Sequence[int] | None,
+    quick: bool,
+    main_module: str,
+) -> tuple[str, str, list[RunSpec]]:
+    """(absolute workdir, config spec, run specs) of the selected runs, every override and
+    command checked; nothing is written. Shared by every launcher."""
+    # Config arguments are comma-separated; every config understands "quick".
+    config_arg = ",".join(a for a in (sweep.config_arg, QUICK_ARG if quick else "") if a)
+    config_spec = f"{sweep.config}:{config_arg}" if config_arg else sweep.config
+    check_overrides(sweep, config_arg)
+    # Absolute run directories: the trainer's checkpointer needs them, and command.txt then
+    # works from any directory.
+    workdir = os.path.abspath(workdir)
+    specs = plan(sweep, workdir, config_spec, variants, seeds, main_module)
+    check_commands(specs)
+    return workdir, config_spec, specs
+
+
 def run_sweep(
     sweep: Sweep,
     sweep_file: str,
@@ -203,15 +225,7 @@ def run_sweep(
     """
     if parallel < 1:
         raise ValueError(f"parallel = {parallel}: must be >= 1")
-    # Config arguments are comma-separated; every config understands "quick".
-    config_arg = ",".join(a for a in (sweep.config_arg, QUICK_ARG if quick else "") if a)
-    config_spec = f"{sweep.config}:{config_arg}" if config_arg else sweep.config
-    check_overrides(sweep, config_arg)
-    # Absolute run directories: the trainer's checkpointer needs them, and command.txt then
-    # works from any directory.
-    workdir = os.path.abspath(workdir)
-    specs = plan(sweep, workdir, config_spec, variants, seeds, main_module)
-    check_commands(specs)
+    workdir, config_spec, specs = plan_checked(sweep, workdir, variants, seeds, quick, main_module)
     os.makedirs(workdir, exist_ok=True)
 
     with launcher.WorkdirLock(workdir):

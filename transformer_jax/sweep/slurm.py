@@ -52,7 +52,7 @@ from transformer_jax.report import run_dirs
 from transformer_jax.run_dir import JOB_FILE, lock_run, read_json, write_json
 from transformer_jax.sweep import launcher as launcher_lib
 from transformer_jax.sweep.launcher import RunSpec
-from transformer_jax.sweep.spec import Sweep, check_overrides
+from transformer_jax.sweep.spec import Sweep
 
 JOBS_DIR = "_submitit"  # in the sweep directory: submitit's pickles and job logs
 LOCAL = "local"  # the subprocess runner (runner.py)
@@ -547,12 +547,9 @@ def submit_sweep(
     if why:
         raise ValueError(f"--launcher={launcher} cannot submit here: {why}")
     main_module = main_module or runner.DEFAULT_MAIN
-    config_arg = ",".join(a for a in (sweep.config_arg, runner.QUICK_ARG if quick else "") if a)
-    config_spec = f"{sweep.config}:{config_arg}" if config_arg else sweep.config
-    check_overrides(sweep, config_arg)
-    workdir = os.path.abspath(workdir)
-    specs = runner.plan(sweep, workdir, config_spec, variants, seeds, main_module)
-    runner.check_commands(specs)
+    workdir, config_spec, specs = runner.plan_checked(
+        sweep, workdir, variants, seeds, quick, main_module
+    )
     os.makedirs(workdir, exist_ok=True)
     with launcher_lib.WorkdirLock(workdir):
         runner.update_sweep_json(
