@@ -3,6 +3,10 @@
 Override any field in the ml_collections style, e.g. --config.model.norm.kind=rmsnorm
 --config.model.attention.scale=none --config.train.steps=500. Rerunning with the same workdir
 resumes from its latest checkpoint.
+
+--seeds=0,1,2 trains the config once per seed as one seed group (transformer_jax/train/
+seed_group.py): one vmapped program, seed s in WORKDIR/seed_<s>/ (config.seed is ignored), each
+with the files of a run of its own.
 """
 
 import sys
@@ -13,10 +17,14 @@ from ml_collections import config_flags
 from transformer_jax.commands import one_line_errors
 from transformer_jax.run_dir import DIVERGED_EXIT_CODE, STOPPED_EXIT_CODE
 from transformer_jax.train.numerics import NonFiniteError
+from transformer_jax.train.seed_group import train_seed_group
 from transformer_jax.train.trainer import train_and_evaluate
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (checkpoints, metrics, summary).")
+_SEEDS = flags.DEFINE_list(
+    "seeds", None, "Seeds to train as one seed group, in WORKDIR/seed_<seed>/ (e.g. 0,1,2)."
+)
 flags.mark_flags_as_required(["config", "workdir"])
 
 # Exit status: 0 finished; 2 a user error or a checkpoint that could not be saved, e.g. on a full
@@ -29,17 +37,43 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO.
+    if _SEEDS.value is not None:
+        _exit_with(train_seed_group(_CONFIG.value, _WORKDIR.value, _parse_seeds(_SEEDS.value)))
     try:
         summary = train_and_evaluate(_CONFIG.value, _WORKDIR.value)
     except NonFiniteError as error:
         print(f"Diverged: {error}", file=sys.stderr)
         sys.exit(DIVERGED_EXIT_CODE)
-    if summary.status == "stopped":
-        sys.exit(STOPPED_EXIT_CODE)
-    if summary.status == "finished":
+    _exit_with([summary])
+
+
+def _parse_seeds(values: list[str]) -> list[int]:
+    try:
+        return [int(value) for value in values]
+    except ValueError:
+        raise ValueError(
+            f"--seeds={','.join(values)} is invalid; expected comma-separated ints, e.g. 0,1,2"
+        ) from None
+
+
+def _exit_with(summaries) -> None:
+    """Prints the final metrics of the finished runs; exits with the status of the worst run (a
+    seed group: diverged before stopped)."""
+    for summary in summaries:
+        if summary.status == "diverged":
+            print(f"Diverged: {summary.error}", file=sys.stderr)
+    for summary in summaries:
+        if summary.status != "finished":
+            continue
         for split, metrics in summary.metrics.items():
             shown = ", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if "/" not in k)
             print(f"{split}: {shown}")
+    statuses = {summary.status for summary in summaries}
+    if "diverged" in statuses:
+        sys.exit(DIVERGED_EXIT_CODE)
+    if "stopped" in statuses:
+        sys.exit(STOPPED_EXIT_CODE)
+    sys.exit(0)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,11 @@ FINAL_STATUSES: tuple[Status, ...] = ("finished", "diverged")
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+def seed_dir(parent: str | os.PathLike, seed: int) -> str:
+    """The run directory of `seed` among the seeds of one config: PARENT/seed_<seed>."""
+    return os.path.join(parent, f"seed_{seed}")
+
+
 @dataclasses.dataclass(frozen=True)
 class RunSummary:
     """The outcome of a training run, as summary.json holds it.

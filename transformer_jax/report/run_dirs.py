@@ -19,6 +19,7 @@ from transformer_jax.run_dir import (
     read_config,
     read_json,
     read_summary,
+    seed_dir,
 )
 
 # Re-exported for the sweep runner (transformer_jax/sweep*.py), which reads them from here.
@@ -35,7 +36,7 @@ DONE_STATUSES: tuple[RunStatus, ...] = FINAL_STATUSES
 
 def run_dir(workdir: str, variant: str, seed: int) -> str:
     """Directory of one (variant, seed) run inside a sweep's workdir."""
-    return os.path.join(workdir, variant, f"seed_{seed}")
+    return seed_dir(os.path.join(workdir, variant), seed)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,9 +13,11 @@ files of the run directory are described in transformer_jax/run_dir.py.
 """
 
 import contextlib
+import dataclasses
 import functools
 import time
 from pathlib import Path
+from typing import Any
 
 import jax
 import ml_collections
@@ -216,13 +218,21 @@ def evaluate(eval_fn, state, eval_sets) -> dict[str, dict[str, float]]:
     return results
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_dir.RunSummary:
-    """Trains and evaluates `config` in `workdir`, resuming it if it holds checkpoints.
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """What a run builds from its config before it touches a run directory, all validated."""
 
-    Returns the summary written to summary.json, or a "stopped" one (not written) when a
-    signal stopped the run.
-    """
-    workdir = Path(workdir).expanduser()
+    train_cfg: TrainConfig
+    dataset: data.Dataset
+    model_config: ModelConfig
+    model: Any  # the flax module
+    optimizer: Any  # the optax transformation
+    resolved: dict  # config.json: the config with the model and train fields resolved
+    eval_sets: dict  # split -> its evaluation batches
+
+
+def prepare(config: ml_collections.ConfigDict) -> Prepared:
+    """Validates `config` (data, model, optimizer) and builds them, before anything compiles."""
     train_cfg = TrainConfig.from_dict(config.train.to_dict())
     setup_runtime(train_cfg)  # Multi-host and compilation cache: before any computation.
     F.check_int("data.batch_size", config.data.batch_size, 1)
@@ -241,12 +251,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     resolved = config.to_dict()
     resolved["model"] = model_config.to_dict()
     resolved["train"] = train_cfg.to_dict()
-    # A resume refuses before touching the workdir: data whose tokenizer is not the run's (the
-    # same ids would mean other text), then any config change it may not make.
-    has_tokenizer = tokenizers.check_stored_tokenizer(workdir, info.tokenizer)
-    changes = _resume_changes(workdir, resolved)
-
-    train_iter = dataset.train_iterator(seed=config.seed, batch_size=config.data.batch_size)
     eval_sets = {
         split: dataset.eval_batches(
             split,
@@ -255,6 +259,45 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
         )
         for split in info.eval_splits
     }
+    return Prepared(train_cfg, dataset, model_config, model, optimizer, resolved, eval_sets)
+
+
+def make_eval_fn(prepared: Prepared, parallel):
+    """The run's evaluation of one state on one batch: sums, plus greedy decoding for seq2seq."""
+    train_cfg, model = prepared.train_cfg, prepared.model
+    eval_fn = jax.jit(
+        functools.partial(steps.eval_step, model=model, diagnostics=train_cfg.diagnostics)
+    )
+    if prepared.dataset.info.kind == "seq2seq" and train_cfg.generate_eval:
+        eval_fn = with_generation(eval_fn, model)
+    return parallel.wrap_eval(eval_fn)
+
+
+def train_line(window: list[dict], elapsed_s: float, opt_state) -> dict[str, float]:
+    """The train line of metrics.jsonl for a logging window of per-step metrics."""
+    averaged = _host_average(window)
+    averaged["tokens_per_sec"] = averaged.pop("tokens") / elapsed_s
+    averaged["learning_rate"] = float(current_learning_rate(opt_state))
+    return averaged
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_dir.RunSummary:
+    """Trains and evaluates `config` in `workdir`, resuming it if it holds checkpoints.
+
+    Returns the summary written to summary.json, or a "stopped" one (not written) when a
+    signal stopped the run.
+    """
+    workdir = Path(workdir).expanduser()
+    prepared = prepare(config)
+    train_cfg, model, optimizer = prepared.train_cfg, prepared.model, prepared.optimizer
+    dataset, model_config, resolved = prepared.dataset, prepared.model_config, prepared.resolved
+    info, eval_sets = dataset.info, prepared.eval_sets
+    # A resume refuses before touching the workdir: data whose tokenizer is not the run's (the
+    # same ids would mean other text), then any config change it may not make.
+    has_tokenizer = tokenizers.check_stored_tokenizer(workdir, info.tokenizer)
+    changes = _resume_changes(workdir, resolved)
+
+    train_iter = dataset.train_iterator(seed=config.seed, batch_size=config.data.batch_size)
     bleu = None
     if train_cfg.bleu:
         bleu = BleuEvaluator(dataset, config.data.batch_size, train_cfg, model, workdir)
@@ -267,12 +310,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     train_fn = parallel.compile_train(
         steps.make_train_step(model, optimizer, train_cfg, parallel.num_devices), state
     )
-    eval_fn = jax.jit(
-        functools.partial(steps.eval_step, model=model, diagnostics=train_cfg.diagnostics)
-    )
-    if info.kind == "seq2seq" and train_cfg.generate_eval:
-        eval_fn = with_generation(eval_fn, model)
-    eval_fn = parallel.wrap_eval(eval_fn)
+    eval_fn = make_eval_fn(prepared, parallel)
 
     def evaluate_all(state, final: bool) -> dict[str, dict[str, float]]:
         results = evaluate(eval_fn, state, eval_sets)
@@ -345,11 +383,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
                 window.append(metrics)
                 logged = step % train_cfg.log_every == 0 or step == train_cfg.steps
                 if logged:
-                    averaged = _host_average(window)
                     elapsed = time.perf_counter() - window_start
-                    averaged["tokens_per_sec"] = averaged.pop("tokens") / elapsed
                     opt_state = parallel.host_state(state.opt_state)
-                    averaged["learning_rate"] = float(current_learning_rate(opt_state))
+                    averaged = train_line(window, elapsed, opt_state)
                     logger.write(step, "train", averaged)  # A diverged window is logged too.
                     check_finite(step, averaged)
                     if not compiling:
