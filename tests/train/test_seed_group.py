@@ -12,13 +12,18 @@ parameter by 2 * lr: with Adam the seeds agree with their solo runs as runs on t
 not to rounding.)
 """
 
+import functools
 import json
+import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
-from train_fixtures import read_metrics, tiny_config
+from train_fixtures import dotted, read_metrics, tiny_config
 
 from transformer_jax import defaults, run_dir
 from transformer_jax.config import TrainConfig
@@ -35,6 +40,7 @@ from transformer_jax.train.trainer import train_and_evaluate
 RTOL = 1e-6  # metrics: see the module docstring
 ATOL = 1e-6  # parameters
 SEEDS = (0, 3)
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = "the cat sat on the mat.\n\nthe dog ate the hat.\n" * 20
 
 
@@ -199,3 +205,40 @@ def test_bad_seeds_are_refused(seeds, message):
 def test_layouts_that_do_not_replicate_the_state_are_refused(field, value):
     with pytest.raises(ValueError, match=rf"train.{field}={value!r} cannot train a seed group"):
         check_group_parallelism(TrainConfig(**{field: value}))
+
+
+@pytest.mark.slow
+def test_a_seed_of_a_group_resumes_on_its_own(tmp_path):
+    """A seed directory is an ordinary run: trained on alone it resumes from the group's last
+    checkpoint and ends as a solo run of all the steps does."""
+    config = copy_config(tmp_path / "tfds")
+    train_seed_group(config, str(tmp_path / "group"), SEEDS)
+    longer = _sgd(config.copy_and_resolve_references(), steps=15)
+    resumed = _solo(longer, SEEDS[1], tmp_path / "group" / f"seed_{SEEDS[1]}")
+    assert (resumed.status, resumed.step) == ("finished", 15)
+    _solo(longer, SEEDS[1], tmp_path / "solo")
+    assert_same_run(tmp_path / "group" / f"seed_{SEEDS[1]}", tmp_path / "solo")
+
+
+@pytest.mark.slow
+def test_the_command_line_trains_a_group_into_seed_directories(tmp_path):
+    config = copy_config(tmp_path / "tfds")
+    command = [
+        sys.executable,
+        "-m",
+        "transformer_jax.main",
+        "--config=configs/algorithmic.py:copy",
+        f"--workdir={tmp_path / 'group'}",
+    ]
+    for section in ("model", "data", "train"):
+        for key, value in dotted(config[section].to_dict()):
+            command.append(f"--config.{section}.{key}={value}")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = functools.partial(subprocess.run, cwd=REPO, env=env, capture_output=True, text=True)
+    bad = run([*command, "--seeds=0,x"])
+    assert bad.returncode == 2 and "main: error: --seeds=0,x is invalid" in bad.stderr
+    done = run([*command, "--seeds=0,3"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    for seed in SEEDS:
+        summary = run_dir.read_summary(tmp_path / "group" / f"seed_{seed}")
+        assert (summary.status, summary.step) == ("finished", 10)

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from train_fixtures import read_metrics, tiny_config
+from train_fixtures import dotted, read_metrics, tiny_config
 
 from transformer_jax import run_dir
 from transformer_jax.data import registry
@@ -24,15 +24,6 @@ from transformer_jax.train.restore import load_run
 from transformer_jax.train.trainer import train_and_evaluate
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _dotted(tree: dict, prefix: str = ""):
-    """(dotted path, value) for every leaf of a nested config dict."""
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            yield from _dotted(value, f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}", value
 
 
 def test_shift_right_is_teacher_forcing():
@@ -86,7 +77,7 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     ]
     overrides = tiny_config(data_dir, steps_=80)
     for section in ("model", "data", "train"):
-        for key, value in _dotted(overrides[section].to_dict()):
+        for key, value in dotted(overrides[section].to_dict()):
             command.append(f"--config.{section}.{key}={value}")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(

@@ -33,3 +33,13 @@ def read_metrics(workdir):
     for line in lines:
         line.pop("time"), line.pop("tokens_per_sec", None)
     return lines
+
+
+def dotted(tree: dict, prefix: str = ""):
+    """(dotted path, value) for every leaf of a nested config dict: the command-line overrides
+    that give the config."""
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from dotted(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
