@@ -12,40 +12,51 @@ from transformer_jax.sweep import load_sweep, run_sweep
 FAKE_MAIN = """
 import json, os, sys, time
 args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
-workdir = args["workdir"]
-os.makedirs(workdir, exist_ok=True)
-seed = int(args["config.seed"])
 mode = args.get("config.fake.mode", "ok")
 offset = float(args.get("config.fake.offset", "0.0"))
-with open(os.path.join(workdir, "calls.txt"), "a") as f:
-    f.write(" ".join(sys.argv[1:]) + "\\n")
-with open(os.path.join(workdir, "calls.txt")) as f:
-    calls = len(f.read().splitlines())
-time.sleep(0.2)  # let the runner pin this process before reading the affinity
-with open(os.path.join(workdir, "affinity.json"), "w") as f:
-    json.dump(sorted(os.sched_getaffinity(0)), f)
-with open(os.path.join(workdir, "config.json"), "w") as f:
-    json.dump({"seed": seed, "config": args["config"], "git_commit": "fake"}, f)
-print("training", workdir, flush=True)
-with open(os.path.join(workdir, "metrics.jsonl"), "a") as f:
-    for step, loss in ((0, 2.0), (10, 1.0)):
-        f.write(json.dumps({"step": step, "split": "train", "time": 0.1, "loss": loss}) + "\\n")
-if mode == "kill":
-    os.kill(os.getpid(), 9)
-if mode == "no_summary":
-    sys.exit(0)
-if mode == "fail" or (mode == "fail_once" and calls == 1):
-    print("Traceback (most recent call last):", file=sys.stderr)
-    print(f"RuntimeError: boom seed {seed}", file=sys.stderr)
-    sys.exit(1)
-acc = 0.5 + offset + 0.01 * seed
-summary = {"status": "diverged" if mode == "diverge" else "finished", "step": 10,
-           "metrics": {"test": {"seq_accuracy": acc}}, "num_params": 100,
-           "tokens_per_sec": 50.0, "wall_time_s": 0.3,
-           "error": "loss is nan" if mode == "diverge" else None}
-with open(os.path.join(workdir, "summary.json"), "w") as f:
-    json.dump(summary, f)
-sys.exit(3 if mode == "diverge" else 0)
+
+
+def train(workdir, seed):
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(workdir, "calls.txt"), "a") as f:
+        f.write(" ".join(sys.argv[1:]) + "\\n")
+    with open(os.path.join(workdir, "calls.txt")) as f:
+        calls = len(f.read().splitlines())
+    time.sleep(0.2)  # let the runner pin this process before reading the affinity
+    with open(os.path.join(workdir, "affinity.json"), "w") as f:
+        json.dump(sorted(os.sched_getaffinity(0)), f)
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+        json.dump({"seed": seed, "config": args["config"], "git_commit": "fake"}, f)
+    print("training", workdir, flush=True)
+    with open(os.path.join(workdir, "metrics.jsonl"), "a") as f:
+        for step, loss in ((0, 2.0), (10, 1.0)):
+            f.write(json.dumps({"step": step, "split": "train", "time": 0.1, "loss": loss}) + "\\n")
+    if mode == "kill":
+        os.kill(os.getpid(), 9)
+    if mode == "no_summary":
+        return 0
+    if mode == "fail" or (mode == "fail_once" and calls == 1):
+        print("Traceback (most recent call last):", file=sys.stderr)
+        print(f"RuntimeError: boom seed {seed}", file=sys.stderr)
+        return 1
+    acc = 0.5 + offset + 0.01 * seed
+    summary = {"status": "diverged" if mode == "diverge" else "finished", "step": 10,
+               "metrics": {"test": {"seq_accuracy": acc}}, "num_params": 100,
+               "tokens_per_sec": 50.0, "wall_time_s": 0.3,
+               "error": "loss is nan" if mode == "diverge" else None}
+    with open(os.path.join(workdir, "summary.json"), "w") as f:
+        json.dump(summary, f)
+    return 3 if mode == "diverge" else 0
+
+
+if "seeds" in args:  # A seed group: WORKDIR/seed_<seed>/ for each seed, as main --seeds does.
+    codes = []
+    for seed in (int(s) for s in args["seeds"].split(",")):
+        codes.append(train(os.path.join(args["workdir"], f"seed_{seed}"), seed))
+        if codes[-1] == 1:  # An error ends the group's process, as an exception ends main's.
+            sys.exit(1)
+    sys.exit(max(codes))
+sys.exit(train(args["workdir"], int(args["config.seed"])))
 """
 
 

@@ -50,7 +50,7 @@ def test_run_then_resume(project):
     workdir = project / "out"
     # Left over from an interrupted earlier launch: a directory without summary or failure.
     os.makedirs(workdir / "better" / "seed_1")
-    counts = run_demo(workdir)
+    counts = run_demo(workdir, seed_groups=False)
     # flaky fails on the first launch of each of its runs and succeeds when retried.
     assert counts == {"finished": 4, "diverged": 2, "failed": 2}
 
@@ -82,7 +82,7 @@ def test_run_then_resume(project):
     assert float(rows["better"]["test/seq_accuracy:diff"]) == pytest.approx(0.1)
     assert rows["unstable"]["n_diverged"] == "2"
 
-    counts = run_demo(workdir)
+    counts = run_demo(workdir, seed_groups=False)
     assert counts == {"finished": 6, "diverged": 2}
     # Finished and diverged runs were not relaunched; the failed one was retried and cleaned up.
     assert calls(workdir, "base", 0) == 1 and calls(workdir, "unstable", 0) == 1
@@ -108,3 +108,40 @@ def test_selection_and_changed_command(project):
         run_demo(workdir, variants=["base"], seeds=[1], quick=True)
     with pytest.raises(ValueError, match="parallel = 0"):
         run_demo(workdir, parallel=0)
+
+
+def _results(workdir):
+    with open(workdir / "results.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def test_seed_groups_train_each_variant_in_one_process(project):
+    """The default: one process per variant with all its pending seeds, each seed in its own
+    run directory, and the same report as separate runs; a group whose process fails leaves
+    every seed failed with the group's error."""
+    variants = ["base", "better", "unstable", "flaky"]
+    grouped, separate = project / "grouped", project / "separate"
+    counts = run_demo(grouped, variants=variants)
+    assert counts == run_demo(separate, variants=variants, seed_groups=False)
+    assert counts == {"finished": 4, "diverged": 2, "failed": 2}
+    for seed in (0, 1):
+        run = grouped / "base" / f"seed_{seed}"
+        assert calls(grouped, "base", seed) == 1
+        assert f"--workdir={grouped / 'base'} --seeds=0,1" in (run / "calls.txt").read_text()
+        command = (run / "command.txt").read_text()
+        assert "# trained in the seed group base/seed_{0,1} by:" in command
+        # The last line trains this seed alone: it resumes the run, and sweeps compare it.
+        assert command.rstrip().endswith(f"--workdir={run} --config.seed={seed}")
+        log = (run / "run.log").read_text()
+        assert f"training {grouped / 'base' / 'seed_0'}" in log
+        assert f"training {grouped / 'base' / 'seed_1'}" in log
+        failure = json.loads((grouped / "flaky" / f"seed_{seed}" / "failure.json").read_text())
+        assert failure["error"] == "RuntimeError: boom seed 0"
+    assert (
+        json.loads((grouped / "unstable" / "seed_1" / "failure.json").read_text())["status"]
+        == "diverged"
+    )
+    assert _results(grouped) == _results(separate)
+    # A rerun resumes as separate runs do: only the failed seeds start again (as one group).
+    assert run_demo(grouped, variants=variants)["diverged"] == 2
+    assert calls(grouped, "base", 0) == 1 and calls(grouped, "flaky", 0) == 2

@@ -33,6 +33,12 @@ def define_flags() -> None:
     flags.DEFINE_bool("quick", False, "Shrink every run: --config=<config>:quick.")
     flags.DEFINE_integer("parallel", 1, "Runs trained at once, each pinned to its own CPUs.")
     flags.DEFINE_bool(
+        "seed_groups",
+        True,
+        "Train the pending seeds of each variant as one process and one vmapped program (local "
+        "launcher); --seed_groups=false trains every seed in a process of its own.",
+    )
+    flags.DEFINE_bool(
         "report_only",
         False,
         "Only regenerate the report from WORKDIR (with --sweep: first replace the stored "
@@ -120,6 +126,7 @@ def _main(argv: Sequence[str]) -> int:
         seeds=seeds,
         quick=f.quick,
         parallel=f.parallel,
+        seed_groups=f.seed_groups,
         main_module=f.main_module,
         command=shlex.join(["python", "-m", "transformer_jax.sweep", *sys.argv[1:]]),
     )

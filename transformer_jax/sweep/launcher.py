@@ -26,7 +26,12 @@ from typing import Any
 from absl import logging
 
 from transformer_jax.report import run_dirs
-from transformer_jax.run_dir import FAILURE_FILE, STOPPED_EXIT_CODE, write_json
+from transformer_jax.run_dir import (
+    DIVERGED_EXIT_CODE,
+    FAILURE_FILE,
+    STOPPED_EXIT_CODE,
+    write_json,
+)
 
 STDERR_TAIL_LINES = 60
 LOCK_FILE = ".sweep.lock"
@@ -45,6 +50,23 @@ class RunSpec:
     @property
     def name(self) -> str:
         return f"{self.variant}/seed_{self.seed}"
+
+    @property
+    def runs(self) -> tuple["RunSpec", ...]:
+        return (self,)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupSpec:
+    """Runs of one variant trained by one process as a seed group (`main --seeds`, see
+    transformer_jax/train/seed_group.py): `argv` trains all of `runs`."""
+
+    runs: tuple[RunSpec, ...]
+    argv: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.runs[0].variant}/seed_{{{','.join(str(r.seed) for r in self.runs)}}}"
 
 
 def now() -> str:
@@ -133,10 +155,10 @@ _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
 class Launch:
-    """A launched run: its process and a thread copying stderr into run.log and a tail buffer."""
+    """A launched run or seed group: its process, and threads copying its output into the
+    run.log of each of its runs and stderr into a tail buffer."""
 
-    def __init__(self, spec: RunSpec, cpus: list[int] | None, cwd: str):
-        os.makedirs(spec.path, exist_ok=True)
+    def __init__(self, spec: RunSpec | GroupSpec, cpus: list[int] | None, cwd: str):
         env = dict(os.environ)
         prefix = ""
         if cpus is not None:
@@ -146,24 +168,39 @@ class Launch:
             env.update(threads)
             prefix = " ".join(f"{k}={v}" for k, v in threads.items()) + " "
         self.command_line = f"cd {shlex.quote(cwd)} && {prefix}{shlex.join(spec.argv)}"
-        with open(os.path.join(spec.path, run_dirs.COMMAND_FILE), "w") as f:
-            f.write(f"# sweep run {spec.name}\n")
-            if cpus is not None:
-                f.write(f"# pinned to CPUs {cpus} (sched_setaffinity) by --parallel\n")
-            f.write(self.command_line + "\n")
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(spec.path, run_dirs.FAILURE_FILE))
+        for run in spec.runs:
+            os.makedirs(run.path, exist_ok=True)
+            with open(os.path.join(run.path, run_dirs.COMMAND_FILE), "w") as f:
+                f.write(f"# sweep run {run.name}\n")
+                if cpus is not None:
+                    f.write(f"# pinned to CPUs {cpus} (sched_setaffinity) by --parallel\n")
+                if isinstance(spec, GroupSpec):
+                    # The command of the run alone stays the last line: it resumes this seed by
+                    # itself, and it is what check_commands compares.
+                    f.write(f"# trained in the seed group {spec.name} by:\n")
+                    f.write(f"# {self.command_line}\n")
+                    f.write(f"cd {shlex.quote(cwd)} && {prefix}{shlex.join(run.argv)}\n")
+                else:
+                    f.write(self.command_line + "\n")
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(run.path, run_dirs.FAILURE_FILE))
         self.spec = spec
+        self.runs = spec.runs
         self.start = time.monotonic()
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
-        # Unbuffered append: the child writes stdout to this file directly and the copier thread
-        # appends stderr lines, both with O_APPEND, so neither overwrites the other.
-        self.log = open(os.path.join(spec.path, run_dirs.LOG_FILE), "ab", buffering=0)  # noqa: SIM115
-        self.log.write(f"\n===== {now()} {self.command_line}\n".encode())
+        # Unbuffered append: a run's process writes stdout to its run.log directly, and the
+        # copier threads append stderr (and a group's stdout, to every seed's run.log) lines,
+        # all with O_APPEND, so none overwrites another.
+        self.logs = [
+            open(os.path.join(run.path, run_dirs.LOG_FILE), "ab", buffering=0)  # noqa: SIM115
+            for run in self.runs
+        ]
+        for log in self.logs:
+            log.write(f"\n===== {now()} {self.command_line}\n".encode())
         self.proc = subprocess.Popen(
             spec.argv,
             stdin=subprocess.DEVNULL,
-            stdout=self.log,
+            stdout=self.logs[0] if len(self.logs) == 1 else subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
             cwd=cwd,
@@ -173,19 +210,32 @@ class Launch:
             # OSError: the process already exited, nothing left to pin.
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(self.proc.pid, cpus)
-        self.copier = threading.Thread(target=self._copy_stderr, daemon=True)
-        self.copier.start()
+        self.copiers = [threading.Thread(target=self._copy_stderr, daemon=True)]
+        if self.proc.stdout is not None:
+            self.copiers.append(threading.Thread(target=self._copy_stdout, daemon=True))
+        for copier in self.copiers:
+            copier.start()
 
     def _copy_stderr(self):
         for line in self.proc.stderr:
-            self.log.write(line)
+            for log in self.logs:
+                log.write(line)
             self.tail.append(line.decode(errors="replace"))
+
+    def _copy_stdout(self):
+        for line in self.proc.stdout:
+            for log in self.logs:
+                log.write(line)
 
     def close(self) -> float:
         """Waits for the stderr copy to finish; returns the run's duration in seconds."""
-        self.copier.join()
-        self.proc.stderr.close()
-        self.log.close()
+        for copier in self.copiers:
+            copier.join()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        for log in self.logs:
+            log.close()
         return time.monotonic() - self.start
 
     def terminate(self):
@@ -200,12 +250,17 @@ class Launch:
         self.close()
 
 
-def record_outcome(workdir: str, run: "Launch", duration: float) -> run_dirs.RunRecord:
-    """Classifies a completed run and writes failure.json for a failed or diverged one."""
-    spec, rc = run.spec, run.proc.returncode
+def record_outcome(
+    workdir: str, run: "Launch", duration: float, spec: RunSpec | None = None
+) -> run_dirs.RunRecord:
+    """Classifies a completed run (`spec`, one of the runs of a seed group's launch) and writes
+    failure.json for a failed or diverged one."""
+    spec, rc = spec or run.spec, run.proc.returncode
     record = run_dirs.read_run(workdir, spec.variant, spec.seed)
     if record.status == "finished":
-        if rc != 0:
+        # A seed group exits with DIVERGED_EXIT_CODE when any of its seeds diverged.
+        sibling_diverged = len(run.runs) > 1 and rc == DIVERGED_EXIT_CODE
+        if rc != 0 and not sibling_diverged:
             logging.warning("%s wrote a finished summary but exited with %d", spec.name, rc)
         return record
     if record.status == "incomplete" and rc in (0, STOPPED_EXIT_CODE):

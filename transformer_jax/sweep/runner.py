@@ -42,23 +42,56 @@ QUICK_ARG = "quick"
 def build_argv(
     sweep: Sweep,
     variant: str,
-    seed: int,
+    seed: int | Sequence[int],
     path: str,
     config_spec: str,
     main_module: str = DEFAULT_MAIN,
     python: str = sys.executable,
 ) -> tuple[str, ...]:
-    """The trainer command of one run (ml_collections config flags for seed and overrides)."""
+    """The trainer command of one run (ml_collections config flags for seed and overrides), or
+    with several seeds, of their seed group in `path`, the variant's directory."""
     overrides = [f"--config.{k}={format_override(v)}" for k, v in sweep.variants[variant].items()]
+    if isinstance(seed, int):
+        seeds = f"--config.seed={seed}"
+    else:
+        seeds = f"--seeds={','.join(str(s) for s in seed)}"
     return (
         python,
         "-m",
         main_module,
         f"--config={config_spec}",
         f"--workdir={path}",
-        f"--config.seed={seed}",
+        seeds,
         *overrides,
     )
+
+
+def launches(
+    sweep: Sweep,
+    workdir: str,
+    todo: Sequence[RunSpec],
+    config_spec: str,
+    main_module: str,
+    seed_groups: bool,
+) -> list[RunSpec | launcher.GroupSpec]:
+    """What to start for the runs `todo`: with `seed_groups`, the runs of each variant as one
+    seed group (one process, one vmapped program; a variant with one run left runs alone);
+    otherwise every run by itself."""
+    if not seed_groups:
+        return list(todo)
+    by_variant: dict[str, list[RunSpec]] = {}
+    for spec in todo:
+        by_variant.setdefault(spec.variant, []).append(spec)
+    units: list[RunSpec | launcher.GroupSpec] = []
+    for variant, runs in by_variant.items():
+        if len(runs) == 1:
+            units.append(runs[0])
+            continue
+        path = os.path.join(workdir, variant)
+        seeds = [r.seed for r in runs]
+        argv = build_argv(sweep, variant, seeds, path, config_spec, main_module)
+        units.append(launcher.GroupSpec(tuple(runs), argv))
+    return units
 
 
 def plan(
@@ -204,6 +237,7 @@ def run_sweep(
     seeds: Sequence[int] | None = None,
     quick: bool = False,
     parallel: int = 1,
+    seed_groups: bool = True,
     main_module: str = DEFAULT_MAIN,
     command: str = "",
     machine: Mapping[str, Any] | None = None,
@@ -215,7 +249,9 @@ def run_sweep(
       workdir: sweep directory (created); runs go to WORKDIR/<variant>/seed_<seed>.
       variants, seeds: subsets to run (default: all); the report always covers the whole sweep.
       quick: pass get_config the argument "quick" (every run shrunk).
-      parallel: number of runs trained at once, each pinned to its own CPUs.
+      parallel: number of runs (or seed groups) trained at once, each pinned to its own CPUs.
+      seed_groups: train the pending seeds of each variant as one seed group (one process, one
+        vmapped program: transformer_jax/train/seed_group.py); False runs every seed alone.
       main_module: the trainer module run with `python -m`.
       command: the sweep command line, recorded in sweep.json and the report.
       machine: environment.machine_info() of this host (computed when None).
@@ -244,6 +280,7 @@ def run_sweep(
                 "variants": sorted({s.variant for s in specs}),
                 "seeds": sorted({s.seed for s in specs}),
                 "parallel": parallel,
+                "seed_groups": seed_groups,
             },
         )
         before = {s: run_dirs.read_run(workdir, s.variant, s.seed).status for s in specs}
@@ -259,7 +296,8 @@ def run_sweep(
             kinds["incomplete"],
             kinds["failed"],
         )
-        outcomes = _run_all(workdir, todo, before, parallel, total, done, sweep.metrics)
+        units = launches(sweep, workdir, todo, config_spec, main_module, seed_groups)
+        outcomes = _run_all(workdir, units, before, parallel, total, done, sweep.metrics)
 
     counts = collections.Counter(
         outcomes.get(s.name) or run_dirs.read_run(workdir, s.variant, s.seed).status for s in specs
@@ -271,14 +309,15 @@ def run_sweep(
 
 def _run_all(
     workdir: str,
-    todo: Sequence[RunSpec],
+    todo: Sequence[RunSpec | launcher.GroupSpec],
     before: Mapping[RunSpec, str],
     parallel: int,
     total: int,
     done: int,
     metrics: Sequence[str],
 ) -> dict[str, str]:
-    """Schedules todo over `parallel` slots, logging progress; returns run name -> status."""
+    """Schedules todo (runs and seed groups) over `parallel` slots, logging progress; returns
+    run name -> status."""
     slots = launcher.cpu_slots(parallel)
     free = list(range(parallel))
     pending = collections.deque(todo)
@@ -296,42 +335,24 @@ def _run_all(
             while pending and free:
                 slot, spec = free.pop(0), pending.popleft()
                 why = {"incomplete": " (resuming)", "failed": " (retrying after failure)"}
-                logging.info("start %s%s", spec.name, why.get(before[spec], ""))
+                whys = sorted({why.get(before[r], "") for r in spec.runs} - {""})
+                logging.info("start %s%s", spec.name, "".join(whys))
                 running[slot] = launcher.Launch(spec, slots[slot], cwd)
             time.sleep(0.1)
-            for slot, run in list(running.items()):
-                if run.proc.poll() is None:
+            for slot, launch in list(running.items()):
+                if launch.proc.poll() is None:
                     continue
-                duration = run.close()
-                record = launcher.record_outcome(workdir, run, duration)
+                duration = launch.close()
                 del running[slot]
                 free.append(slot)
-                outcomes[run.spec.name] = record.status
-                completed += 1
-                done += 1
-                elapsed = time.monotonic() - start
-                eta = elapsed / completed * (total - done)
-                values = ", ".join(
-                    f"{m}={record.metric(m):.4g}" for m in metrics if record.metric(m) is not None
-                )
-                logging.info(
-                    "[%d/%d] %s %s in %s%s | sweep elapsed %s, ETA %s",
-                    done,
-                    total,
-                    run.spec.name,
-                    record.status.upper() if record.status != "finished" else "finished",
-                    _fmt_duration(duration),
-                    f" ({values})" if values else "",
-                    _fmt_duration(elapsed),
-                    _fmt_duration(eta),
-                )
-                if record.status == "failed":
-                    logging.warning(
-                        "%s failed: %s (see %s)",
-                        run.spec.name,
-                        (record.failure or {}).get("error"),
-                        os.path.join(run.spec.path, run_dirs.LOG_FILE),
-                    )
+                for run in launch.runs:
+                    record = launcher.record_outcome(workdir, launch, duration, run)
+                    outcomes[run.name] = record.status
+                    completed += 1
+                    done += 1
+                    elapsed = time.monotonic() - start
+                    eta = elapsed / completed * (total - done)
+                    _log_outcome(run, record, f"[{done}/{total}]", duration, elapsed, eta, metrics)
     finally:
         # Interrupted (Ctrl-C) or crashed: stop children so no orphan keeps training; their
         # directories stay "incomplete" and the next launch resumes them.
@@ -339,11 +360,34 @@ def _run_all(
             logging.warning(
                 "stopping %d running run(s); they resume on the next launch", len(running)
             )
-        for run in running.values():
-            run.terminate()
+        for launch in running.values():
+            launch.terminate()
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
     return outcomes
+
+
+def _log_outcome(run, record, progress, duration, elapsed, eta, metrics) -> None:
+    values = ", ".join(
+        f"{m}={record.metric(m):.4g}" for m in metrics if record.metric(m) is not None
+    )
+    logging.info(
+        "%s %s %s in %s%s | sweep elapsed %s, ETA %s",
+        progress,
+        run.name,
+        record.status.upper() if record.status != "finished" else "finished",
+        _fmt_duration(duration),
+        f" ({values})" if values else "",
+        _fmt_duration(elapsed),
+        _fmt_duration(eta),
+    )
+    if record.status == "failed":
+        logging.warning(
+            "%s failed: %s (see %s)",
+            run.name,
+            (record.failure or {}).get("error"),
+            os.path.join(run.path, run_dirs.LOG_FILE),
+        )
 
 
 def _interrupt(signum, frame):
