@@ -1,6 +1,7 @@
-r"""Running a sweep: every (variant, seed) as one trainer subprocess, then the report.
+r"""Running a sweep: every (variant, seed), or the seeds of a variant together, as one trainer
+subprocess, then the report.
 
-Holds plan (the runs and their trainer commands), check_commands (a run directory belongs to this
+Holds plan (the runs and their trainer commands), launches (runs grouped by variant), check_commands (a run directory belongs to this
 sweep), update_sweep_json (WORKDIR/sweep.json) and run_sweep (launch, resume, report).
 
 Each run gets WORKDIR/<variant>/seed_<seed>/ and is launched as
@@ -8,9 +9,18 @@ Each run gets WORKDIR/<variant>/seed_<seed>/ and is launched as
     python -m transformer_jax.main --config=<config>[:arg] --workdir=<run dir> \
         --config.seed=<seed> --config.<key>=<value> ...
 
-with the exact command in command.txt and its output in run.log. Rerunning the same sweep
-resumes: finished and diverged runs (deterministic) are skipped, interrupted runs are relaunched
-with the same command (the trainer resumes from its checkpoints) and failed runs are retried. A
+with the exact command in command.txt and its output in run.log. By default (`seed_groups`) the
+pending seeds of one variant instead train in one process as a seed group,
+
+    python -m transformer_jax.main ... --workdir=WORKDIR/<variant> --seeds=0,1,2 ...
+
+(transformer_jax/train/seed_group.py), which writes the same run directories; each seed's
+command.txt records the group's command and ends with its own, which resumes it alone and is
+what check_commands compares, and the group's output goes to every seed's run.log.
+
+Rerunning the same sweep resumes: finished and diverged runs (deterministic) are skipped,
+interrupted runs are relaunched (the trainer resumes from its checkpoints; the seeds still
+pending form the group) and failed runs are retried. A
 failing run writes failure.json and the sweep carries on. The report (report.md, results.csv,
 table.tex, plots) is written at the end.
 """

@@ -129,7 +129,8 @@ def _check_same_step(runs: Sequence[_Seed]) -> None:
         listed = ", ".join(f"seed {seed}: step {step}" for seed, step in at.items())
         raise ValueError(
             f"the seeds of a group resume together from one step, but their checkpoints are at "
-            f"different steps ({listed}); train these seeds separately (without --seeds)"
+            f"different steps ({listed}); train these seeds separately (transformer_jax.main "
+            "without --seeds; a sweep with --seed_groups=false)"
         )
 
 
