@@ -1,8 +1,9 @@
 r"""Running a sweep: every (variant, seed), or the seeds of a variant together, as one trainer
 subprocess, then the report.
 
-Holds plan (the runs and their trainer commands), launches (runs grouped by variant), check_commands (a run directory belongs to this
-sweep), update_sweep_json (WORKDIR/sweep.json) and run_sweep (launch, resume, report).
+Holds plan (the runs and their trainer commands), launches (the runs grouped by variant),
+check_commands (a run directory belongs to this sweep), update_sweep_json (WORKDIR/sweep.json)
+and run_sweep (launch, resume, report).
 
 Each run gets WORKDIR/<variant>/seed_<seed>/ and is launched as
 
