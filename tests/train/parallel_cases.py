@@ -4,9 +4,9 @@ XLA_FLAGS=--xla_force_host_platform_device_count=N must be set before JAX starts
 runs `python parallel_cases.py CASE ARGS...` with that environment; each case prints one JSON
 line. Cases:
   steps DIR         one train step per layout (jit on 1 and 8 devices, fsdp, pmap, gradient
-                    accumulation): loss and max |param - reference| per layout; then trains one
-                    step sharded (fsdp=4 on 8 devices), checkpoints it to DIR, and writes the
-                    parameters to DIR/expected.npz.
+                    accumulation, a seed group on 8 devices): loss and max |param - reference|
+                    per layout; then trains one step sharded (fsdp=4 on 8 devices),
+                    checkpoints it to DIR, and writes the parameters to DIR/expected.npz.
   restore DIR       restores DIR's checkpoint onto this process's devices; max |param - expected|.
 """
 
@@ -24,6 +24,7 @@ from transformer_jax.train import parallel as par
 from transformer_jax.train import step as steps
 from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.optimizer import make_optimizer
+from transformer_jax.train.seed_group import compile_group_train, stack, unstack
 
 BATCH = 16
 
@@ -53,6 +54,17 @@ def one_step(kind, *, fsdp=1, devices=None, accum=1):
     return jax.device_get(layout.host_state(new_state).params), float(metrics["loss"])
 
 
+def group_step():
+    """One step of a seed group of two on all devices (the reference's seed second)."""
+    state, batch, step = setup()
+    other = jax.tree.map(lambda x: x + 1 if x.dtype.kind == "f" else x, state)
+    train_fn = compile_group_train(step, par.make_mesh(1))
+    new_state, metrics = train_fn(
+        stack([other, state]), stack([jax.tree.map(lambda x: x[::-1], batch), batch])
+    )
+    return jax.device_get(unstack(new_state, 1).params), float(metrics["loss"][1])
+
+
 def case_steps(directory):
     reference, ref_loss = one_step("jit", devices=jax.devices()[:1])
     out = {"devices": jax.device_count(), "reference_loss": ref_loss}
@@ -62,9 +74,10 @@ def case_steps(directory):
         "pmap8": dict(kind="pmap"),
         "accum4": dict(kind="jit", devices=jax.devices()[:1], accum=4),
         "accum2_pmap8": dict(kind="pmap", accum=2),
+        "group8": {},
     }
     for name, kwargs in layouts.items():
-        params, loss = one_step(**kwargs)
+        params, loss = group_step() if name == "group8" else one_step(**kwargs)
         diffs = jax.tree.map(lambda a, b: float(np.max(np.abs(a - b))), params, reference)
         out[name] = {"loss": loss, "max_param_diff": max(jax.tree.leaves(diffs))}
     _, _, step = setup()

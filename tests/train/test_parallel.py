@@ -48,7 +48,7 @@ def eight_devices(tmp_path_factory):
     return run_case(8, "steps", directory), directory
 
 
-@pytest.mark.parametrize("layout", ["jit8", "fsdp2", "pmap8", "accum4", "accum2_pmap8"])
+@pytest.mark.parametrize("layout", ["jit8", "fsdp2", "pmap8", "accum4", "accum2_pmap8", "group8"])
 def test_layouts_match_one_device(eight_devices, layout):
     result, _ = eight_devices
     assert result["devices"] == 8

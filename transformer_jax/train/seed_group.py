@@ -84,6 +84,20 @@ def unstack(tree: Any, index: int) -> Any:
     return jax.tree.map(lambda x: x[index], tree)
 
 
+def compile_group_train(train_step, mesh):
+    """`jax.vmap(train_step)` over a leading seed axis of the state and the batch, jitted for
+    `mesh` with the state donated: the stacked state replicated, each seed's batch rows split
+    over the devices as in a solo run (XLA sums each seed's gradients over them)."""
+    replicated = NamedSharding(mesh, PartitionSpec())
+    batch_sharding = NamedSharding(mesh, PartitionSpec(None, (DATA, FSDP)))
+    return jax.jit(
+        jax.vmap(train_step),
+        in_shardings=(replicated, batch_sharding),
+        out_shardings=(replicated, replicated),
+        donate_argnums=0,
+    )
+
+
 @dataclasses.dataclass
 class _Seed:
     """The host side of one seed's run: its directory, data, logging and checkpoints."""
@@ -169,15 +183,10 @@ def train_seed_group(
         for run in runs
     ]
     num_params = steps.count_params(initial[0].params)
-    replicated = NamedSharding(parallel.mesh, PartitionSpec())
-    # Seed axis first, then each seed's batch rows split over the devices as in a solo run.
-    batch_sharding = NamedSharding(parallel.mesh, PartitionSpec(None, (DATA, FSDP)))
-    train_fn = jax.jit(
-        jax.vmap(steps.make_train_step(model, optimizer, train_cfg, parallel.num_devices)),
-        in_shardings=(replicated, batch_sharding),
-        out_shardings=(replicated, replicated),
-        donate_argnums=0,
+    train_fn = compile_group_train(
+        steps.make_train_step(model, optimizer, train_cfg, parallel.num_devices), parallel.mesh
     )
+    replicated = NamedSharding(parallel.mesh, PartitionSpec())
     eval_fn = trainer.make_eval_fn(prepared, parallel)
     for run in runs:
         if train_cfg.bleu:
