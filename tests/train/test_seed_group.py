@@ -212,8 +212,10 @@ def test_a_seed_of_a_group_resumes_on_its_own(tmp_path):
     """A seed directory is an ordinary run: trained on alone it resumes from the group's last
     checkpoint and ends as a solo run of all the steps does."""
     config = copy_config(tmp_path / "tfds")
+    config.train.eval_every = 5
     train_seed_group(config, str(tmp_path / "group"), SEEDS)
-    longer = _sgd(config.copy_and_resolve_references(), steps=15)
+    longer = config.copy_and_resolve_references()
+    longer.train.steps = 15
     resumed = _solo(longer, SEEDS[1], tmp_path / "group" / f"seed_{SEEDS[1]}")
     assert (resumed.status, resumed.step) == ("finished", 15)
     _solo(longer, SEEDS[1], tmp_path / "solo")

@@ -190,8 +190,7 @@ def train_seed_group(
     eval_fn = trainer.make_eval_fn(prepared, parallel)
     for run in runs:
         if train_cfg.bleu:
-            bleu = BleuEvaluator(dataset, config.data.batch_size, train_cfg, model, run.workdir)
-            run.bleu = bleu
+            run.bleu = BleuEvaluator(dataset, config.data.batch_size, train_cfg, model, run.workdir)
 
     def evaluate_seed(run: _Seed, state, final: bool) -> dict[str, dict[str, float]]:
         results = trainer.evaluate(eval_fn, state, prepared.eval_sets)
@@ -199,76 +198,82 @@ def train_seed_group(
             run.bleu.add_to(results, state, final=final)
         return results
 
-    # Everything is validated: only now do the run directories change.
-    # Closed last to first when the group returns or raises: each seed's lock outlives its
+    # Everything is validated: only now do the run directories change. What is opened is closed
+    # last to first when the group returns or raises: each seed's lock outlives its
     # checkpointer's final wait.
     closing = contextlib.ExitStack()
-    restored_states = []
-    for run, state in zip(runs, initial, strict=True):
-        run.workdir.mkdir(parents=True, exist_ok=True)
-        run.lock = closing.enter_context(contextlib.closing(run_dir.lock_run(run.workdir)))
-        run.checkpointer = closing.enter_context(
-            Checkpointer(
-                run.workdir, every=train_cfg.checkpoint_every, keep=train_cfg.keep_checkpoints
-            )
-        )
-        run.logger = closing.enter_context(MetricsLogger(run.workdir, total_steps=train_cfg.steps))
-        restored = run.checkpointer.restore(state)
-        loop = {}
-        if restored is not None:
-            state, data_state = restored
-            run.train_iter.set_state(data_state)
-            run.logger.truncate_after(int(state.step))
-            loop = run.checkpointer.restore_loop_state(int(state.step))
-            if run.changes:
-                run_dir.record_resume(run.workdir, int(state.step), run.changes)
-            print(f"Resumed {run.workdir} at step {int(state.step)}.", flush=True)
-        else:
-            run.logger.truncate_after(0)
-            run_dir.write_config(run.workdir, run.resolved)
-        if info.tokenizer is not None and not run.has_tokenizer:
-            tokenizers.write_tokenizer(info.tokenizer, run.workdir)
-        run.window = trainer._window_from_json(loop.get("window", {}))
-        run.window_start = time.perf_counter() - loop.get("window_elapsed_s", 0.0)
-        run.rates = list(loop.get("rates", []))
-        restored_states.append(state)
-    print(f"{info.name}: {len(runs)} seeds x {num_params:,} parameters.", flush=True)
-    states = jax.device_put(stack(restored_states), replicated)
-    step = int(restored_states[0].step)
-    del initial, restored_states
-
-    group_window = []  # per-step metrics since the last train line, stacked over the seeds
-    compiling = True  # This process's first window includes compilation: not a rate.
-
-    def active():
-        return [(i, run) for i, run in enumerate(runs) if run.ended is None]
-
-    def partial_window(i: int, run: _Seed) -> list[dict]:
-        host = jax.device_get(group_window)
-        return run.window + [{name: value[i] for name, value in m.items()} for m in host]
-
-    def loop_state(i: int, run: _Seed) -> dict:
-        return {
-            "window": trainer._window_to_json(partial_window(i, run)),
-            "window_elapsed_s": time.perf_counter() - run.window_start,
-            "rates": run.rates,
-        }
-
-    def save(i: int, run: _Seed, force: bool) -> None:
-        state = unstack(states, i)
-        try:
-            run.checkpointer.save(
-                step, state, run.train_iter.get_state(), loop_state=loop_state(i, run), force=force
-            )
-            if force:
-                run.checkpointer.wait_until_finished()
-        except CheckpointSaveError as error:
-            run.ended = run.outcome("failed", step, num_params, error=str(error))
-            with contextlib.suppress(OSError):  # The full disk may not take the summary either.
-                run_dir.write_summary(run.workdir, run.ended)
-            raise
-
     try:
+        restored_states = []
+        for run, state in zip(runs, initial, strict=True):
+            run.workdir.mkdir(parents=True, exist_ok=True)
+            run.lock = closing.enter_context(contextlib.closing(run_dir.lock_run(run.workdir)))
+            run.checkpointer = closing.enter_context(
+                Checkpointer(
+                    run.workdir, every=train_cfg.checkpoint_every, keep=train_cfg.keep_checkpoints
+                )
+            )
+            run.logger = closing.enter_context(
+                MetricsLogger(run.workdir, total_steps=train_cfg.steps)
+            )
+            restored = run.checkpointer.restore(state)
+            loop = {}
+            if restored is not None:
+                state, data_state = restored
+                run.train_iter.set_state(data_state)
+                run.logger.truncate_after(int(state.step))
+                loop = run.checkpointer.restore_loop_state(int(state.step))
+                if run.changes:
+                    run_dir.record_resume(run.workdir, int(state.step), run.changes)
+                print(f"Resumed {run.workdir} at step {int(state.step)}.", flush=True)
+            else:
+                run.logger.truncate_after(0)
+                run_dir.write_config(run.workdir, run.resolved)
+            if info.tokenizer is not None and not run.has_tokenizer:
+                tokenizers.write_tokenizer(info.tokenizer, run.workdir)
+            run.window = trainer._window_from_json(loop.get("window", {}))
+            run.window_start = time.perf_counter() - loop.get("window_elapsed_s", 0.0)
+            run.rates = list(loop.get("rates", []))
+            restored_states.append(state)
+        print(f"{info.name}: {len(runs)} seeds x {num_params:,} parameters.", flush=True)
+        states = jax.device_put(stack(restored_states), replicated)
+        step = int(restored_states[0].step)
+        del initial, restored_states
+
+        group_window = []  # per-step metrics since the last train line, stacked over the seeds
+        compiling = True  # This process's first window includes compilation: not a rate.
+
+        def active():
+            return [(i, run) for i, run in enumerate(runs) if run.ended is None]
+
+        def partial_window(i: int, run: _Seed) -> list[dict]:
+            host = jax.device_get(group_window)
+            return run.window + [{name: value[i] for name, value in m.items()} for m in host]
+
+        def loop_state(i: int, run: _Seed) -> dict:
+            return {
+                "window": trainer._window_to_json(partial_window(i, run)),
+                "window_elapsed_s": time.perf_counter() - run.window_start,
+                "rates": run.rates,
+            }
+
+        def save(i: int, run: _Seed, force: bool) -> None:
+            state = unstack(states, i)
+            try:
+                run.checkpointer.save(
+                    step,
+                    state,
+                    run.train_iter.get_state(),
+                    loop_state=loop_state(i, run),
+                    force=force,
+                )
+                if force:
+                    run.checkpointer.wait_until_finished()
+            except CheckpointSaveError as error:
+                run.ended = run.outcome("failed", step, num_params, error=str(error))
+                with contextlib.suppress(OSError):  # The full disk may not take the summary either.
+                    run_dir.write_summary(run.workdir, run.ended)
+                raise
+
         with StopOnSignal() as stop:
             while step < train_cfg.steps and active():
                 batches = [next(run.train_iter) for run in runs]  # Diverged seeds' lanes too.
