@@ -244,3 +244,16 @@ def test_the_command_line_trains_a_group_into_seed_directories(tmp_path):
     for seed in SEEDS:
         summary = run_dir.read_summary(tmp_path / "group" / f"seed_{seed}")
         assert (summary.status, summary.step) == ("finished", 10)
+
+
+@pytest.mark.slow
+def test_diverged_seeds_get_their_own_diverged_summary(tmp_path):
+    config = copy_config(tmp_path / "tfds")
+    config.train.learning_rate = 1e9
+    summaries = train_seed_group(config, str(tmp_path / "group"), SEEDS)
+    for seed, summary in zip(SEEDS, summaries, strict=True):
+        assert summary.status == "diverged" and "loss" in summary.error
+        assert run_dir.read_summary(tmp_path / "group" / f"seed_{seed}") == summary
+        # Logged, like a solo run's diverged window, then no longer trained on.
+        lines = read_metrics(tmp_path / "group" / f"seed_{seed}")
+        assert [m["step"] for m in lines] == [summary.step]
