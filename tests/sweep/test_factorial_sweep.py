@@ -108,6 +108,10 @@ def test_2x2_factorial_sweep_end_to_end(project):
     assert "family of 7 comparisons" in report
     assert "## Factors" in report and "`lr` (trained)" in report
 
+    tex = (project / "out" / "table.tex").read_text()  # the paper table: the effects
+    assert "lr $\\times$ size: (big $-$ small) at lr=high minus at lr=low" in tex
+    assert "$+0.060^{*}$" in tex or "$+0.060^{*\\dagger}$" in tex
+
     # results/ folders hold the report and runs.csv, no run directories: rebuild from those.
     copy = project / "committed"
     copy.mkdir()

@@ -1,5 +1,6 @@
 """Renders a factorial sweep's analysis (report/factorial.py): per metric a table of the cells and
-a table of the effects, the factor definitions, and effects.csv at full precision."""
+a table of the effects, the factor definitions, effects.csv at full precision and the LaTeX
+table of the effects (the sweep's table.tex)."""
 
 import csv
 import io
@@ -11,10 +12,12 @@ from transformer_jax.report.factorial import FLAT, INTERACTION, MARGINAL, SIMPLE
 from transformer_jax.report.summary import VariantSummary
 from transformer_jax.report.tables import (
     _csv_float,
+    _num,
     format_mean_std,
     format_p,
     format_paired,
     holm_note,
+    latex_escape,
     survives_holm,
 )
 from transformer_jax.sweep.factors import Factor
@@ -146,3 +149,63 @@ def effects_csv(tables: Sequence[MetricTable], confidence: float = 0.95) -> str:
                 + [" ".join(f"{coef:+g}*{name}" for coef, name in c.terms)]
             )
     return out.getvalue()
+
+
+def _latex_text(text: str) -> str:
+    return latex_escape(text).replace("−", "$-$").replace("×", r"$\times$")
+
+
+def latex_effects_table(
+    tables: Sequence[MetricTable], digits: int = 3, confidence: float = 0.95
+) -> str:
+    """A booktabs table of every estimable comparison, one block per metric (needs
+    \\usepackage{booktabs}); a factorial sweep's table.tex."""
+    body = []
+    for table in tables:
+        shown = [c for c in table.comparisons if c.diff.n > 0]
+        if not shown:
+            continue
+        body += [
+            r"\midrule",
+            rf"\multicolumn{{4}}{{l}}{{\textit{{{_latex_text(table.title)}}}}} \\",
+        ]
+        for c in shown:
+            d = c.diff
+            if d.n < 2:
+                delta = f"${_num(d.mean, digits, sign=True)}$"
+            else:
+                marker = ("*" if d.excludes_zero else "") + (
+                    r"\dagger" if survives_holm(c.p_holm, confidence) else ""
+                )
+                marker = f"^{{{marker}}}" if marker else ""
+                delta = (
+                    f"${_num(d.mean, digits, sign=True)}{marker}$ "
+                    f"[${_num(d.low, digits, sign=True)}$, ${_num(d.high, digits, sign=True)}$]"
+                )
+            p = format_p(c.p_holm).replace("–", "--").replace("<", "$<$")
+            cells = [_latex_text(c.label), _latex_text(c.held_fixed) or "--", delta, p]
+            body.append(" & ".join(cells) + r" \\")
+    caption = (
+        f"Effects, each paired by seed between cells that differ only in the named factor "
+        f"(interactions: difference of two such differences), {confidence:.0%} $t$ interval; "
+        "$^{*}$: interval excludes 0; $^{\\dagger}$: survives Holm's correction across the "
+        "comparisons of its metric; Holm $p$: Holm-adjusted $p$-value."
+    ).replace("%", r"\%")
+    return "\n".join(
+        [
+            r"\begin{table}[t]",
+            r"\centering",
+            r"\small",
+            r"\begin{tabular}{llrr}",
+            r"\toprule",
+            f"Effect & Held fixed & $\\Delta$ [{confidence:.0%} CI] & Holm $p$ \\\\".replace(
+                "%", r"\%"
+            ),
+            *body,
+            r"\bottomrule",
+            r"\end{tabular}",
+            f"\\caption{{{caption}}}",
+            r"\end{table}",
+            "",
+        ]
+    )

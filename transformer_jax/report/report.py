@@ -110,7 +110,12 @@ def write_report(
     with open(os.path.join(workdir, RUNS_CSV), "w") as f:
         f.write(tables.runs_csv(all_runs, sweep.metrics))
     with open(os.path.join(workdir, TABLE_TEX), "w") as f:
-        f.write(tables.latex_table(rows, sweep.metrics, digits, confidence))
+        # A factorial sweep's paper table is its effects, each against its own reference.
+        f.write(
+            factorial_tables.latex_effects_table(metric_tables, digits, confidence)
+            if metric_tables
+            else tables.latex_table(rows, sweep.metrics, digits, confidence)
+        )
     if metric_tables:
         with open(os.path.join(workdir, EFFECTS_CSV), "w") as f:
             f.write(factorial_tables.effects_csv(metric_tables, confidence))
@@ -177,7 +182,7 @@ def write_report(
             else ""
         )
         + f"[`{RUNS_CSV}`]({RUNS_CSV}) (every run), [`{TABLE_TEX}`]({TABLE_TEX}) (LaTeX, "
-        "booktabs).",
+        + ("booktabs, the effects)." if metric_tables else "booktabs)."),
     ]
     if sweep.factors:
         lines += ["", "## Factors", ""] + factorial_tables.factors_section(sweep)
