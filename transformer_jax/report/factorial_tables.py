@@ -12,12 +12,13 @@ from transformer_jax.report.factorial import FLAT, INTERACTION, MARGINAL, SIMPLE
 from transformer_jax.report.summary import VariantSummary
 from transformer_jax.report.tables import (
     _csv_float,
-    _num,
     format_mean_std,
     format_p,
     format_paired,
     holm_note,
     latex_escape,
+    latex_float,
+    latex_paired,
     survives_holm,
 )
 from transformer_jax.sweep.factors import Factor
@@ -170,18 +171,7 @@ def latex_effects_table(
             rf"\multicolumn{{4}}{{l}}{{\textit{{{_latex_text(table.title)}}}}} \\",
         ]
         for c in shown:
-            d = c.diff
-            if d.n < 2:
-                delta = f"${_num(d.mean, digits, sign=True)}$"
-            else:
-                marker = ("*" if d.excludes_zero else "") + (
-                    r"\dagger" if survives_holm(c.p_holm, confidence) else ""
-                )
-                marker = f"^{{{marker}}}" if marker else ""
-                delta = (
-                    f"${_num(d.mean, digits, sign=True)}{marker}$ "
-                    f"[${_num(d.low, digits, sign=True)}$, ${_num(d.high, digits, sign=True)}$]"
-                )
+            delta = latex_paired(c.diff, digits, survives_holm(c.p_holm, confidence))
             p = format_p(c.p_holm).replace("–", "--").replace("<", "$<$")
             cells = [_latex_text(c.label), _latex_text(c.held_fixed) or "--", delta, p]
             body.append(" & ".join(cells) + r" \\")
@@ -191,21 +181,5 @@ def latex_effects_table(
         "$^{*}$: interval excludes 0; $^{\\dagger}$: survives Holm's correction across the "
         "comparisons of its metric; Holm $p$: Holm-adjusted $p$-value."
     ).replace("%", r"\%")
-    return "\n".join(
-        [
-            r"\begin{table}[t]",
-            r"\centering",
-            r"\small",
-            r"\begin{tabular}{llrr}",
-            r"\toprule",
-            f"Effect & Held fixed & $\\Delta$ [{confidence:.0%} CI] & Holm $p$ \\\\".replace(
-                "%", r"\%"
-            ),
-            *body,
-            r"\bottomrule",
-            r"\end{tabular}",
-            f"\\caption{{{caption}}}",
-            r"\end{table}",
-            "",
-        ]
-    )
+    header = ["Effect", "Held fixed", f"$\\Delta$ [{confidence:.0%} CI]".replace("%", r"\%")]
+    return latex_float("llrr", [*header, "Holm $p$"], body[1:], caption)

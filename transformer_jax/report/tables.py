@@ -273,6 +273,42 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(c, c) for c in text)
 
 
+def latex_paired(d: stats.PairedDifference, digits: int, holm: bool) -> str:
+    """A paired difference in LaTeX: "$+0.050^{*\\dagger}$ [$+0.025$, $+0.075$]"; no interval
+    for fewer than two seeds, "--" for none."""
+    if d.n == 0:
+        return "--"
+    if d.n < 2:
+        return f"${_num(d.mean, digits, sign=True)}$"
+    marker = ("*" if d.excludes_zero else "") + (r"\dagger" if holm else "")
+    marker = f"^{{{marker}}}" if marker else ""
+    return (
+        f"${_num(d.mean, digits, sign=True)}{marker}$ "
+        f"[${_num(d.low, digits, sign=True)}$, ${_num(d.high, digits, sign=True)}$]"
+    )
+
+
+def latex_float(cols: str, header: Sequence[str], body: Sequence[str], caption: str) -> str:
+    """A booktabs table float around header and body rows (needs \\usepackage{booktabs})."""
+    return "\n".join(
+        [
+            r"\begin{table}[t]",
+            r"\centering",
+            r"\small",
+            f"\\begin{{tabular}}{{{cols}}}",
+            r"\toprule",
+            " & ".join(header) + r" \\",
+            r"\midrule",
+            *body,
+            r"\bottomrule",
+            r"\end{tabular}",
+            f"\\caption{{{caption}}}",
+            r"\end{table}",
+            "",
+        ]
+    )
+
+
 def latex_table(
     rows: Sequence[VariantSummary],
     metrics: Sequence[str],
@@ -301,19 +337,8 @@ def latex_table(
             else:
                 cells.append(f"${_num(s.mean, digits)} \\pm {_num(s.std, digits)}$")
             d = s.diff
-            if d is None:
-                cells.append("--")
-            elif d.n < 2:
-                cells.append("--" if d.n == 0 else f"${_num(d.mean, digits, sign=True)}$")
-            else:
-                marker = ("*" if d.excludes_zero else "") + (
-                    r"\dagger" if survives_holm(s.p_holm, confidence) else ""
-                )
-                marker = f"^{{{marker}}}" if marker else ""
-                cells.append(
-                    f"${_num(d.mean, digits, sign=True)}{marker}$ "
-                    f"[${_num(d.low, digits, sign=True)}$, ${_num(d.high, digits, sign=True)}$]"
-                )
+            holm = survives_holm(s.p_holm, confidence)
+            cells.append("--" if d is None else latex_paired(d, digits, holm))
         cells += [
             latex_escape(format_params(row.num_params)).replace("–", "--"),
             format_rate(row.tokens_per_sec).replace(",", "{,}").replace("–", "--"),
@@ -325,20 +350,4 @@ def latex_table(
         f"paired by seed, {confidence:.0%} $t$ interval; $^{{*}}$: interval excludes 0; "
         f"$^{{\\dagger}}$: survives Holm's correction across the column's differences."
     ).replace("%", r"\%")
-    return "\n".join(
-        [
-            r"\begin{table}[t]",
-            r"\centering",
-            r"\small",
-            f"\\begin{{tabular}}{{{cols}}}",
-            r"\toprule",
-            " & ".join(header) + r" \\",
-            r"\midrule",
-            *body,
-            r"\bottomrule",
-            r"\end{tabular}",
-            f"\\caption{{{caption}}}",
-            r"\end{table}",
-            "",
-        ]
-    )
+    return latex_float(cols, header, body, caption)
