@@ -75,6 +75,7 @@ def test_2x2_factorial_sweep_end_to_end(project):
         main_module="fake_factorial_main",
         command="python -m transformer_jax.sweep --sweep=experiments/lr_size.py --workdir=out",
         machine=MACHINE,
+        seed_groups=False,  # The stand-in trains one seed per process.
     )
     assert counts == {"finished": 12}
     # Every cell is an ordinary run with its merged overrides as flags, same seeds everywhere.
