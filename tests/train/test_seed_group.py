@@ -12,6 +12,7 @@ parameter by 2 * lr: with Adam the seeds agree with their solo runs as runs on t
 not to rounding.)
 """
 
+import csv
 import functools
 import json
 import os
@@ -27,6 +28,7 @@ from train_fixtures import dotted, read_metrics, tiny_config
 
 from transformer_jax import defaults, run_dir
 from transformer_jax.config import TrainConfig
+from transformer_jax.sweep import Sweep, run_sweep
 from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.restore import load_run
@@ -257,3 +259,37 @@ def test_diverged_seeds_get_their_own_diverged_summary(tmp_path):
         # Logged, like a solo run's diverged window, then no longer trained on.
         lines = read_metrics(tmp_path / "group" / f"seed_{seed}")
         assert [m["step"] for m in lines] == [summary.step]
+
+
+@pytest.mark.slow
+def test_a_sweep_trains_each_variant_as_one_seed_group(tmp_path, monkeypatch):
+    """The sweep runner with the real trainer: one process per variant, every seed finished in
+    its own run directory, the report over both seeds."""
+    config = copy_config(tmp_path / "tfds")
+    overrides = {
+        f"{section}.{key}": value
+        for section in ("model", "data", "train")
+        for key, value in dotted(config[section].to_dict())
+        if value is not None
+    }
+    sweep = Sweep(
+        config="configs/algorithmic.py",
+        config_arg="copy",
+        variants={"base": overrides, "no_scale": {**overrides, "model.attention.scale": "none"}},
+        seeds=SEEDS,
+        metrics=("test/loss",),
+        baseline="base",
+    )
+    monkeypatch.chdir(REPO)
+    counts = run_sweep(sweep, "inline", str(tmp_path / "sweep"), machine={"platform": "cpu"})
+    assert counts == {"finished": 4}
+    for variant in ("base", "no_scale"):
+        for seed in SEEDS:
+            run = tmp_path / "sweep" / variant / f"seed_{seed}"
+            assert (
+                f"# trained in the seed group {variant}/seed_{{0,3}}"
+                in (run / "command.txt").read_text()
+            )
+            assert run_dir.read_summary(run).step == 10
+    with open(tmp_path / "sweep" / "results.csv") as f:
+        assert [row["variant"] for row in csv.DictReader(f)] == ["base", "no_scale"]
