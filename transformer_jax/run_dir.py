@@ -1,7 +1,8 @@
 """The run-directory contract: what a training run and the sweep runner write, and how.
 
 One training run owns one directory (`--workdir`; a sweep lays its runs out as
-WORKDIR/<variant>/seed_<seed>/). The trainer writes config.json, its tokenizer, metrics.jsonl,
+WORKDIR/<variant>/seed_<seed>/; a seed group, `main --seeds`, writes one per seed,
+WORKDIR/seed_<seed>/). The trainer writes config.json, its tokenizer, metrics.jsonl,
 checkpoints/ and summary.json; the sweep runner adds command.txt, run.log and, after a failure,
 failure.json.
 JSON files are written atomically (`write_json`: tmp file + `os.replace`), so a reader polling
