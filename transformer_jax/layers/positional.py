@@ -8,7 +8,8 @@ declares what it does through hooks, every one a no-op by default:
   grid_signal  the additive signal of a ViT's 2-D patch grid (learned, sinusoidal), or None to
                use the 1-D hooks on the row-major patch index;
   limited_to_table  positions must stay below model.positional.max_len (table lookups);
-  check        reject model configs the encoding cannot serve (rotary: an odd head dimension).
+  check        reject model configs the encoding cannot serve (rotary: an odd head dimension);
+  train_positions  the `model.positional.train_positions` that change what it sees.
 `none` leaves the model blind to order (NTHU slide 21, the "Amy" example). A new encoding is a
 new subclass registered here, plus its tests; the stacks, the ViT and decoding call the hooks.
 """
@@ -17,6 +18,7 @@ import dataclasses
 from typing import ClassVar
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -85,6 +87,47 @@ def alibi_bias(
     return -slopes_N[None, :, None, None] * distance_BTS[:, None, :, :]
 
 
+TRAIN_POSITIONS = ("plain", "offset", "randomized")
+
+
+def training_positions(
+    scheme: str, key: jnp.ndarray, valid_BT: jnp.ndarray, max_len: int
+) -> jnp.ndarray:
+    """Positions (B, T) int32 for one training batch whose real tokens are `valid_BT`'s leading
+    True entries; every position lies in [0, max_len), and a row's real tokens get strictly
+    increasing positions, so position-built causal masks stay correct.
+
+    offset: row b's positions are o_b, o_b + 1, ... with o_b uniform in [0, max_len - n_b]
+      (n_b its real tokens), so every position of the table is trained. tensor2tensor's
+      position_start_index="random" draws one offset per batch in [0, T) instead.
+    randomized: row b's real tokens get n_b positions drawn uniformly without replacement
+      from [0, max_len) and sorted (Ruoss et al. 2023, §3); drawn for the real length, not the
+      padded one, so that long rows and short rows alike reach the end of the range.
+    Padding gets distinct unused positions (offset: clipped to max_len - 1); attention masks
+    it out.
+    """
+    batch, length = valid_BT.shape
+    if length > max_len:
+        raise ValueError(
+            f"the input has {length} positions, more than model.positional.max_len={max_len}, "
+            "the range training positions are drawn from; raise max_len"
+        )
+    n_B1 = valid_BT.sum(axis=1, keepdims=True).astype(jnp.int32)
+    if scheme == "offset":
+        offset_B1 = jax.random.randint(key, (batch, 1), 0, max_len - n_B1 + 1)
+        steps_1T = jnp.arange(length, dtype=jnp.int32)[None, :]
+        return jnp.minimum(offset_B1 + steps_1T, max_len - 1)
+    if scheme == "randomized":
+        # The n_b slots of lowest random score are chosen; sorting chosen-first, then by slot,
+        # lists them in increasing order, followed by the unchosen ones.
+        scores_BL = jax.random.uniform(key, (batch, max_len))
+        rank_BL = jnp.argsort(jnp.argsort(scores_BL, axis=1), axis=1)
+        slots_1L = jnp.arange(max_len, dtype=jnp.int32)[None, :]
+        order_BL = jnp.argsort(jnp.where(rank_BL < n_B1, 0, max_len) + slots_1L, axis=1)
+        return order_BL[:, :length].astype(jnp.int32)
+    raise ValueError(f"model.positional.train_positions={scheme!r}; valid: {TRAIN_POSITIONS}")
+
+
 ENCODINGS: Registry[type["PositionalEncoding"]] = Registry("model.positional.kind")
 
 
@@ -94,6 +137,9 @@ class PositionalEncoding:
 
     config: PositionalConfig
     limited_to_table: ClassVar[bool] = False
+    # Absolute encodings read every scheme; relative ones (rotary, alibi) are blind to an
+    # offset but see the stretched distances of randomized positions; `none` sees nothing.
+    train_positions: ClassVar[tuple[str, ...]] = ("plain",)
 
     def check(self, model_config) -> None:
         """Raises ValueError for a ModelConfig this encoding cannot serve."""
@@ -131,6 +177,7 @@ class Sinusoidal(PositionalEncoding):
     as MAE and big_vision do; the class token gets zeros)."""
 
     limited_to_table: ClassVar[bool] = True
+    train_positions: ClassVar[tuple[str, ...]] = TRAIN_POSITIONS
 
     def embed(self, x_BTD, pos_BT):
         table_LD = sinusoidal_table(self.config.max_len, x_BTD.shape[-1], self.config.base)
@@ -150,6 +197,7 @@ class Learned(PositionalEncoding):
     the class token, the paper's 1-D table over the row-major patch index)."""
 
     limited_to_table: ClassVar[bool] = True
+    train_positions: ClassVar[tuple[str, ...]] = TRAIN_POSITIONS
 
     def embed(self, x_BTD, pos_BT):
         table = nn.Embed(
@@ -175,6 +223,8 @@ class Index(PositionalEncoding):
     """The lecture's counter-example: the raw positions 1, 2, 3, ... added to every feature
     (NTHU slide 22)."""
 
+    train_positions: ClassVar[tuple[str, ...]] = TRAIN_POSITIONS
+
     def embed(self, x_BTD, pos_BT):
         return x_BTD + jnp.broadcast_to((pos_BT + 1)[..., None], x_BTD.shape).astype(x_BTD.dtype)
 
@@ -183,6 +233,8 @@ class Index(PositionalEncoding):
 @dataclasses.dataclass(frozen=True)
 class Rotary(PositionalEncoding):
     """RoFormer (Su et al. 2021): queries and keys rotated by their positions."""
+
+    train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized")
 
     def check(self, model_config):
         if model_config.head_dim % 2:
@@ -199,6 +251,8 @@ class Rotary(PositionalEncoding):
 @dataclasses.dataclass(frozen=True)
 class ALiBi(PositionalEncoding):
     """Press et al. (2022): a per-head linear distance penalty on the logits."""
+
+    train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized")
 
     def logit_bias(self, q_pos_BT, k_pos_BS, num_heads, *, causal):
         return alibi_bias(q_pos_BT, k_pos_BS, num_heads, causal=causal)

@@ -18,6 +18,10 @@ from transformer_jax.models.families import family_of
 from transformer_jax.train import losses
 from transformer_jax.train.numerics import tree_norm
 
+# The "positions" rng stream (random training positions, model.positional.train_positions) is
+# folded from the dropout key, so the dropout masks stay what they were without it.
+POSITIONS_STREAM = 1
+
 
 @flax.struct.dataclass
 class TrainState:
@@ -83,7 +87,7 @@ def train_step(
                 variables,
                 micro_batch,
                 train=True,
-                rngs={"dropout": rng},
+                rngs={"dropout": rng, "positions": jax.random.fold_in(rng, POSITIONS_STREAM)},
                 mutable=[*(mutable or []), "losses"],
             )
             loss_sum, weight_sum = losses.cross_entropy(logits, targets, weights, label_smoothing)
