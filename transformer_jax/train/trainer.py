@@ -1,15 +1,16 @@
 """`train_and_evaluate(config, workdir)`: the whole training run, as one readable loop.
 
-Order of events: validate everything (data, model, optimizer) before compiling; restore the
-latest checkpoint of `workdir` if there is one (parameters, optimizer, step, RNG and the data
-iterator position, so a resumed run reproduces an uninterrupted one); then train, logging every
-`log_every` steps, evaluating every `eval_every`, checkpointing every `checkpoint_every`; at the
-end write `summary.json`. SIGTERM/SIGINT save a checkpoint and return; a non-finite loss writes a
-"diverged" summary and raises `NonFiniteError`, and a checkpoint that cannot be saved (a full
-disk) a "failed" one and raises `CheckpointSaveError`, both leaving the last good checkpoint
-untouched. A checkpoint also holds the loop's partial logging window and throughput so far, so
-that however a run is interrupted, its resumed metrics.jsonl equals an uninterrupted run's. The
-files of the run directory are described in transformer_jax/run_dir.py.
+Order of events: validate everything (data, model, optimizer) before compiling; restore the latest
+checkpoint of `workdir` if there is one (parameters, optimizer, step, RNG and the data iterator
+position, so a resumed run reproduces an uninterrupted one); then train, logging every `log_every`
+steps, evaluating every `eval_every`, checkpointing every `checkpoint_every`; at the end (`steps`,
+or an early stop, see train/early_stop.py) write `summary.json`. SIGTERM/SIGINT save a checkpoint
+and return; a non-finite loss writes a "diverged" summary and raises `NonFiniteError`, and a
+checkpoint that cannot be saved (a full disk) a "failed" one and raises `CheckpointSaveError`, both
+leaving the last good checkpoint untouched. A checkpoint also holds the loop's partial logging
+window and throughput so far, so that however a run is interrupted, its resumed metrics.jsonl
+equals an uninterrupted run's. The files of the run directory are described in
+transformer_jax/run_dir.py.
 """
 
 import contextlib
@@ -31,6 +32,7 @@ from transformer_jax.models import FAMILIES, build_model
 from transformer_jax.train import step as steps
 from transformer_jax.train.bleu_eval import BleuEvaluator
 from transformer_jax.train.checkpoint import Checkpointer, CheckpointSaveError
+from transformer_jax.train.early_stop import EarlyStopping
 from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.numerics import NonFiniteError, check_finite
 from transformer_jax.train.optimizer import current_learning_rate, make_optimizer
@@ -155,13 +157,14 @@ def _resume_changes(workdir: Path, resolved: dict) -> dict[str, dict]:
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict:
-    """{"norm": {"kind": "dyt"}} -> {"norm.kind": "dyt"}; None sub-configs stay one field."""
+    """{"norm": {"kind": "dyt"}} -> {"norm.kind": "dyt"}; None sub-configs stay one field.
+    Tuples become lists, as config.json stores them, so a stored and a fresh config compare."""
     out = {}
     for key, value in tree.items():
         if isinstance(value, dict):
             out.update(_flatten(value, f"{prefix}{key}."))
         else:
-            out[f"{prefix}{key}"] = value
+            out[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
     return out
 
 
@@ -255,6 +258,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
         )
         for split in info.eval_splits
     }
+    early_stop_split = train_cfg.early_stop_metric.partition("/")[0]
+    if train_cfg.early_stop_metric and early_stop_split not in info.eval_splits:
+        raise ValueError(
+            f"train.early_stop_metric={train_cfg.early_stop_metric!r} reads split "
+            f"{early_stop_split!r}, which {info.name} does not evaluate; valid splits: "
+            f"{list(info.eval_splits)}"
+        )
     bleu = None
     if train_cfg.bleu:
         bleu = BleuEvaluator(dataset, config.data.batch_size, train_cfg, model, workdir)
@@ -322,10 +332,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     rates = list(loop.get("rates", []))
     compiling = True  # This process's first window includes compilation: not a rate.
     final_metrics = {}
+    early_stop = None
+    if train_cfg.early_stop_metric:
+        early_stop = EarlyStopping.from_state(
+            loop.get("early_stop", {}),
+            metric=train_cfg.early_stop_metric,
+            patience=train_cfg.early_stop_patience,
+            min_delta=train_cfg.early_stop_min_delta,
+        )
 
     def loop_state() -> dict:
         elapsed = time.perf_counter() - window_start
-        return {"window": _window_to_json(window), "window_elapsed_s": elapsed, "rates": rates}
+        state = {"window": _window_to_json(window), "window_elapsed_s": elapsed, "rates": rates}
+        if early_stop is not None:
+            state["early_stop"] = early_stop.summary()
+        return state
+
+    def stopped_early() -> bool:
+        return early_stop is not None and early_stop.stopped
 
     def outcome(status: run_dir.Status, at: int, **fields) -> run_dir.RunSummary:
         return run_dir.RunSummary(
@@ -339,7 +363,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
 
     try:
         with StopOnSignal() as stop:
-            while step < train_cfg.steps:
+            while step < train_cfg.steps and not stopped_early():
                 state, metrics = train_fn(state, next(train_iter))
                 step += 1
                 window.append(metrics)
@@ -359,6 +383,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
                     final_metrics = evaluate_all(state, final=step == train_cfg.steps)
                     for split, values in final_metrics.items():
                         logger.write(step, split, values)
+                    if early_stop is not None and early_stop.update(step, final_metrics):
+                        print(
+                            f"Early stop at step {step}: {early_stop.summary()['reason']}.",
+                            flush=True,
+                        )
                     window_start = time.perf_counter()
                 stopping = stop.stop_requested()
                 if logged or stopping:  # The checkpointer saves when due; a signal forces it.
@@ -378,13 +407,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
             step, host_state, train_iter.get_state(), loop_state=loop_state(), force=True
         )
         checkpointer.wait_until_finished()  # On disk before the summary says "finished".
-        if not final_metrics:  # Resumed at the last step: evaluate the restored state.
+        # Resumed at the end (the last step, or stopped early): evaluate the restored state. An
+        # early stop's last evaluation was not the final one that decodes the BLEU test split.
+        if not final_metrics or (stopped_early() and bleu is not None):
             final_metrics = evaluate_all(state, final=True)
         summary = outcome(
             "finished",
             step,
             tokens_per_sec=float(np.median(rates)) if rates else None,
             bleu=bleu.summary() if bleu is not None else None,
+            early_stop=early_stop.summary() if early_stop is not None else None,
         )
         run_dir.write_summary(workdir, summary)
         return summary
