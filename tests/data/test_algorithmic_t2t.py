@@ -99,3 +99,23 @@ def test_test_lengths_work_with_the_default_variant_too(tmp_path):
 def test_invalid_variant_configs_name_the_field(tmp_path, name, overrides, message):
     with pytest.raises(ValueError, match=message):
         load_dataset(small_config(name, tmp_path, **overrides))
+
+
+def test_prompt_layout_scores_only_the_answer_of_one_decoder_only_row(tmp_path):
+    config = small_config("reverse", tmp_path, layout="prompt", test_lengths=(10,))
+    dataset = load_dataset(config)
+    info = dataset.info
+    assert info.kind == "lm" and info.max_input_len == 0
+    assert info.vocab_size == 3 + config.num_symbols + 1  # the separator "="
+    assert info.padded_lengths("train") == (0, 8 + 1 + 9)
+    assert info.padded_lengths("test_len10") == (0, 10 + 1 + 11)
+    batches = dataset.eval_batches("test", batch_size=16, max_examples=None)
+    rows, weights = all_rows(batches, "targets"), all_rows(batches, "targets_weights")
+    for row, weight in zip(rows, weights, strict=True):
+        text = info.tokenizer.decode(row)
+        prompt, answer = text.split("=")
+        assert answer == prompt[::-1]
+        ids = unpadded(row)
+        scored = ids[weight[: len(ids)] == 1.0]
+        np.testing.assert_array_equal(scored[:-1], ids[len(prompt) + 1 : -1])
+        assert scored[-1] == EOS_ID and weight.sum() == len(answer) + 1

@@ -2,6 +2,9 @@
 
 Batches (contract): "inputs" int32 [B, max_input_len] (symbols, 0-padded, no BOS/EOS),
 "targets" int32 [B, max_target_len] (answer, EOS, 0-padding), "example_weights" float32 [B].
+With data.layout="prompt" (an "lm" dataset for decoder-only models) there are no "inputs":
+"targets" holds inputs, "=", answer, EOS and "targets_weights" float32 [B, max_target_len] marks
+the answer and its EOS, the only tokens scored.
 """
 
 from collections.abc import Sequence
@@ -13,16 +16,19 @@ import ml_collections
 import numpy as np
 
 from transformer_jax.data import algorithmic, builders, pipeline
-from transformer_jax.data.batching import Batch, rows_to_batches, seq2seq_row, stack
+from transformer_jax.data.batching import Batch, prompt_row, rows_to_batches, seq2seq_row, stack
 from transformer_jax.data.checks import require, require_at_least, resolve_max_len
 from transformer_jax.data.info import DatasetInfo
 from transformer_jax.data.sources import open_split
 from transformer_jax.data.tokenizers import MAX_NUM_SYMBOLS, CharTokenizer, symbol_alphabet
 
 _READ_CHUNK = 1024  # examples per batched read when materialising an eval split
+LAYOUTS = ("seq2seq", "prompt")
+PROMPT_SEPARATOR = "="  # between a prompt's inputs and answer; in no task's alphabet
 
 
 def _check_variant(cfg: ml_collections.ConfigDict) -> None:
+    require(cfg.layout in LAYOUTS, "layout", cfg.layout, LAYOUTS)
     require(cfg.variant in algorithmic.VARIANTS, "variant", cfg.variant, algorithmic.VARIANTS)
     for length in cfg.test_lengths:
         require(isinstance(length, int) and length >= 1, "test_lengths", cfg.test_lengths, ">= 1")
@@ -130,6 +136,9 @@ class AlgorithmicData:
         self.tfds_name = f"{builder.name}/{config.name}"
         self._data_dir = cfg.data_dir
         alphabet = algorithmic.ADDITION_ALPHABET if is_addition else symbol_alphabet(num_symbols)
+        self._prompt = cfg.layout == "prompt"
+        if self._prompt:
+            alphabet += PROMPT_SEPARATOR
         tokenizer = CharTokenizer(alphabet, source=f"the symbols of data.name={cfg.name!r}")
         by_length = {builders.length_split(n): n for n in cfg.test_lengths}
         eval_splits = ("test", "test_long") if cfg.num_test_long > 0 else ("test",)
@@ -145,9 +154,12 @@ class AlgorithmicData:
                 )
             for split, n in by_length.items():
                 split_lengths[split] = algorithmic.max_lengths(task, n, variant)
+        if self._prompt:  # One decoder-only row: inputs, separator, answer, EOS.
+            max_input_len, max_target_len = 0, max_input_len + 1 + max_target_len
+            split_lengths = {k: (0, n + 1 + m) for k, (n, m) in split_lengths.items()}
         self.info = DatasetInfo(
             name=task,
-            kind="seq2seq",
+            kind="lm" if self._prompt else "seq2seq",
             vocab_size=tokenizer.vocab_size,
             max_input_len=max_input_len,
             max_target_len=max_target_len,
@@ -158,6 +170,11 @@ class AlgorithmicData:
 
     def _rows(self, examples: Sequence[dict[str, Any]], split: str) -> list:
         input_len, target_len = self.info.padded_lengths(split)
+        if self._prompt:
+            separator = self.info.vocab_size - 1  # the alphabet's last symbol
+            return [
+                prompt_row(ex["inputs"], ex["targets"], separator, target_len) for ex in examples
+            ]
         return [seq2seq_row(ex["inputs"], ex["targets"], input_len, target_len) for ex in examples]
 
     def _read_batch(self, source, indices: np.ndarray) -> Batch:

@@ -46,6 +46,9 @@ def _algorithmic(name: str) -> ml_collections.ConfigDict:
     # separator; test_long draws lengths 1..long_max_len, as its dev split; long_min_len unused).
     c.variant = "default"
     c.test_lengths = ()  # extra eval splits test_len<L>, num_test examples all of length L
+    # seq2seq: inputs and targets (encoder-decoder); prompt: one row "inputs = answer" with the
+    # loss on the answer only, for a decoder-only model (an "lm" dataset).
+    c.layout = "seq2seq"
     return c
 
 

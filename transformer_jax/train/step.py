@@ -42,6 +42,8 @@ def forward(model, variables, batch, *, train: bool, rngs=None, mutable=False):
         return logits, batch["label"], batch["example_weights"], collections
     targets_BT = batch["targets"]
     weights_BT = losses.weights_from_targets(targets_BT) * batch["example_weights"][:, None]
+    if "targets_weights" in batch:  # a prompt's answer only (data.layout="prompt")
+        weights_BT = weights_BT * batch["targets_weights"]
     return logits, targets_BT, weights_BT, collections
 
 
