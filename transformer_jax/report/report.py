@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from transformer_jax.report import bleu_bootstrap, environment, plots, summary, tables
-from transformer_jax.run_dir import git_commit
+from transformer_jax.run_dir import git_commit, read_config
 from transformer_jax.sweep.spec import Sweep, format_override
 
 SWEEP_FILE = "sweep.json"
@@ -72,6 +72,16 @@ def _header(resolved: dict[str, Any], sweep: Sweep, rows, report_commit: str) ->
     return lines
 
 
+def _train_length(records) -> int | None:
+    """The longest training sequence (data.max_len) of the first run that recorded its config,
+    for the length plots; None when no run did or the dataset has no such field."""
+    for record in records:
+        config = read_config(record.path)
+        if config and isinstance(config.get("data", {}).get("max_len"), int):
+            return config["data"]["max_len"]
+    return None
+
+
 def write_report(workdir: str, digits: int = 3, confidence: float = 0.95) -> str:
     """Writes all report files into workdir and returns the path of report.md."""
     resolved = read_sweep_json(workdir)
@@ -101,6 +111,15 @@ def write_report(workdir: str, digits: int = 3, confidence: float = 0.95) -> str
         figures.insert(0, (f"{main} per variant", fname))
     else:
         _remove_stale(workdir, fname)
+    # Sweeps that evaluate data.test_lengths splits: each metric against the test length.
+    train_length = _train_length(all_runs)
+    for name, by_length in plots.length_metrics(sweep.metrics).items():
+        fname = f"length_{_slug(name)}.png"
+        path = os.path.join(workdir, fname)
+        if plots.plot_length_curve(rows, name, by_length, path, train_length):
+            figures.append((f"{name} against test length", fname))
+        else:
+            _remove_stale(workdir, fname)
 
     lines = _header(resolved, sweep, rows, git_commit())
     lines += ["", "## Results", "", tables.markdown_table(rows, sweep.metrics, digits, confidence)]
