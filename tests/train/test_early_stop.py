@@ -23,6 +23,12 @@ def test_stops_after_patience_evaluations_without_an_improvement_above_min_delta
     assert "did not improve by more than 0.01 in 2 evaluations" in summary["reason"]
 
 
+def test_no_stop_before_min_steps():
+    tracker = EarlyStopping("test/seq_accuracy", patience=1, min_delta=0.0, min_steps=40)
+    # Zero accuracy at first is not a plateau: the stop waits for step 40.
+    assert _evals(tracker, [0.0, 0.0, 0.0, 0.0]) == [False, False, False, True]
+
+
 def test_losses_must_fall():
     tracker = EarlyStopping("test/loss", patience=1, min_delta=0.0)
     assert _evals(tracker, [2.0, 1.0, 1.5], name="loss") == [False, False, True]
@@ -38,7 +44,7 @@ def test_a_metric_the_evaluation_lacks_raises_with_the_valid_names():
 def test_resumes_its_count_only_for_the_same_criterion():
     tracker = EarlyStopping("test/loss", patience=3, min_delta=0.0)
     _evals(tracker, [2.0, 2.5], name="loss")
-    criterion = {"metric": "test/loss", "patience": 3, "min_delta": 0.0}
+    criterion = {"metric": "test/loss", "patience": 3, "min_delta": 0.0, "min_steps": 0}
     resumed = EarlyStopping.from_state(tracker.summary(), **criterion)
     assert (resumed.best, resumed.stale) == (2.0, 1)
     fresh = EarlyStopping.from_state(tracker.summary(), **{**criterion, "patience": 4})

@@ -133,7 +133,13 @@ ENCODINGS: Registry[type["PositionalEncoding"]] = Registry("model.positional.kin
 
 @dataclasses.dataclass(frozen=True)
 class PositionalEncoding:
-    """No position signal at all (`none`); the base of every encoding, all hooks no-ops."""
+    """No position signal at all (`none`); the base of every encoding, all hooks no-ops.
+
+    Longer inputs: an encoder is blind to order at every length (reverse is impossible); a
+    causal decoder can still count its prefix through the mask (Kazemnejad et al. 2023,
+    "NoPE"), so nothing position-specific breaks past the training length, but counting
+    precision decays as attention spreads over more keys.
+    """
 
     config: PositionalConfig
     limited_to_table: ClassVar[bool] = False
@@ -174,7 +180,14 @@ ENCODINGS.add("none", PositionalEncoding)
 @dataclasses.dataclass(frozen=True)
 class Sinusoidal(PositionalEncoding):
     """The paper's fixed table (Vaswani §3.5); 2-D sin-cos on a ViT grid (rows, then columns,
-    as MAE and big_vision do; the class token gets zeros)."""
+    as MAE and big_vision do; the class token gets zeros).
+
+    Longer inputs: the table is defined everywhere, and Vaswani et al. chose it hoping it
+    "may allow the model to extrapolate", but positions past training are vectors the layers
+    never saw; Press et al. (2022) find it degrades within ~20 tokens past L. With
+    train_positions="offset" or "randomized" every position up to max_len is seen in training,
+    which predicts no cliff at the training length.
+    """
 
     limited_to_table: ClassVar[bool] = True
     train_positions: ClassVar[tuple[str, ...]] = TRAIN_POSITIONS
@@ -194,7 +207,12 @@ class Sinusoidal(PositionalEncoding):
 @dataclasses.dataclass(frozen=True)
 class Learned(PositionalEncoding):
     """One learned vector per position (BERT, GPT-2, ViT's default: one per patch and one for
-    the class token, the paper's 1-D table over the row-major patch index)."""
+    the class token, the paper's 1-D table over the row-major patch index).
+
+    Longer inputs: rows past the longest training position keep their random initialisation
+    (no gradient ever reaches them), so accuracy should collapse right after the training
+    length; offset or randomized training positions train every row and remove that cliff.
+    """
 
     limited_to_table: ClassVar[bool] = True
     train_positions: ClassVar[tuple[str, ...]] = TRAIN_POSITIONS
@@ -221,7 +239,11 @@ class Learned(PositionalEncoding):
 @dataclasses.dataclass(frozen=True)
 class Index(PositionalEncoding):
     """The lecture's counter-example: the raw positions 1, 2, 3, ... added to every feature
-    (NTHU slide 22)."""
+    (NTHU slide 22).
+
+    Longer inputs: the signal's magnitude grows without bound and swamps the token embedding,
+    so accuracy should fall as soon as positions exceed those seen in training.
+    """
 
     train_positions: ClassVar[tuple[str, ...]] = TRAIN_POSITIONS
 
@@ -232,7 +254,13 @@ class Index(PositionalEncoding):
 @ENCODINGS.register("rotary")
 @dataclasses.dataclass(frozen=True)
 class Rotary(PositionalEncoding):
-    """RoFormer (Su et al. 2021): queries and keys rotated by their positions."""
+    """RoFormer (Su et al. 2021): queries and keys rotated by their positions.
+
+    Longer inputs: logits depend on m - n only, so no absolute position is new, but distances
+    past the training length are; Press et al. (2022) measure a slow degradation (~L + 200
+    tokens in language modelling) rather than a cliff. Randomized positions train the larger
+    distances.
+    """
 
     train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized")
 
@@ -250,7 +278,13 @@ class Rotary(PositionalEncoding):
 @ENCODINGS.register("alibi")
 @dataclasses.dataclass(frozen=True)
 class ALiBi(PositionalEncoding):
-    """Press et al. (2022): a per-head linear distance penalty on the logits."""
+    """Press et al. (2022): a per-head linear distance penalty on the logits.
+
+    Longer inputs: the paper's claim, for causal language models, is stable perplexity at
+    2-6x the training length, because the penalty makes far tokens nearly invisible. That
+    recency bias predicts the opposite on tasks that must read far away (reverse: the first
+    output reads the last input): accuracy should fall with length.
+    """
 
     train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized")
 

@@ -2,7 +2,9 @@
 
 "Trained to convergence" needs a criterion a reader can check: the run stops after
 `train.early_stop_patience` evaluations in a row in which `train.early_stop_metric` did not
-beat its best by more than `train.early_stop_min_delta`. Metrics whose name ends in "loss" must
+beat its best by more than `train.early_stop_min_delta`, but never before
+`train.early_stop_min_steps` (algorithmic tasks often sit at zero sequence accuracy for a
+while before they are learnt: that is not a plateau). Metrics whose name ends in "loss" must
 fall, every other (accuracies) must rise. The tracker's state travels in each checkpoint's loop
 state, so a resumed run counts on where it stopped, and a run that stopped stays stopped.
 """
@@ -18,6 +20,7 @@ class EarlyStopping:
     metric: str  # "split/name", e.g. "test/seq_accuracy"
     patience: int  # evaluations without improvement that stop the run
     min_delta: float  # an improvement must exceed this
+    min_steps: int = 0  # no stop before this step
     best: float | None = None
     best_step: int | None = None
     stale: int = 0  # evaluations since the best
@@ -49,7 +52,7 @@ class EarlyStopping:
             self.best, self.best_step, self.stale = value, step, 0
         else:
             self.stale += 1
-        if self.stale >= self.patience:
+        if self.stale >= self.patience and step >= self.min_steps:
             self.stopped_step = step
         return self.stopped
 
@@ -67,8 +70,8 @@ class EarlyStopping:
 
     @classmethod
     def from_state(cls, state: dict[str, Any], **criterion) -> "EarlyStopping":
-        """The tracker of `criterion` (metric, patience, min_delta) resumed from a checkpoint's
-        record of it (`summary()`), or a fresh one when the record is of another criterion."""
+        """The tracker of `criterion` (metric, patience, min_delta, min_steps) resumed from a
+        checkpoint's record of it (`summary()`), or a fresh one for another criterion."""
         tracker = cls(**criterion)
         if state and all(state.get(k) == v for k, v in criterion.items()):
             for name in ("best", "best_step", "stale", "stopped_step"):

@@ -339,6 +339,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
             metric=train_cfg.early_stop_metric,
             patience=train_cfg.early_stop_patience,
             min_delta=train_cfg.early_stop_min_delta,
+            min_steps=train_cfg.early_stop_min_steps,
         )
 
     def loop_state() -> dict:
