@@ -17,7 +17,7 @@ and says why there. The argument picks the task: `:copy` (default), `:reverse`, 
 with `,quick` for a smoke run.
 
 Training: until validation sequence accuracy plateaus (train.early_stop_*: no gain above 0.001
-in 5 evaluations 500 steps apart, not before step 1,500), at most train.steps. The rsqrt
+in 2 evaluations 500 steps apart, not before step 1,000), at most train.steps. The rsqrt
 schedule (Vaswani eq. 3, tensor2tensor's default family) does not depend on the step budget,
 which early stopping needs.
 """
@@ -57,9 +57,9 @@ def get_config(arg: str | None = None):
         generate_eval=False,
         diagnostics=True,  # evaluation only: ACT's ponder_mean is one of them
         early_stop_metric="test/seq_accuracy",
-        early_stop_patience=5,
+        early_stop_patience=2,
         early_stop_min_delta=0.001,
-        early_stop_min_steps=1_500,
+        early_stop_min_steps=1_000,
     )
     if quick:
         config = defaults.shrink(config)
