@@ -51,5 +51,4 @@ def get_config(arg: str | None = None):
     if quick:
         config = defaults.shrink(config)
         config.data.update(test_lengths=(8, 24), num_train=2_000)
-        config.train.update(early_stop_patience=1, early_stop_min_steps=0)
     return config
