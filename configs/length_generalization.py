@@ -50,5 +50,5 @@ def get_config(arg: str | None = None):
     )
     if quick:
         config = defaults.shrink(config)
-        config.data.update(test_lengths=(8, 24), num_train=2_000)
+        config.data.num_train = 2_000
     return config
