@@ -105,10 +105,11 @@ def test_report_md_shows_every_run_and_outcome(sweep_dir):
     assert "1 x cpu (cpu), 2 CPUs" in text
     assert "**base** (baseline)" in text
     assert "0.820 ± 0.020 (n=3)" in text
-    assert "+0.050 [+0.025, +0.075]* (n=3)" in text
+    assert "+0.050 [+0.025, +0.075]*† (n=3)" in text  # † survives Holm (family of 1)
     assert "+0.050 (n=1, no CI)" in text
-    # Table row of no_scale: 1 finished, 1 diverged, 1 failed, 0 missing.
-    row = next(line for line in text.splitlines() if line.startswith("| no_scale |"))
+    # Cost table row of no_scale: 1 finished, 1 diverged, 1 failed, 0 missing.
+    cost = text.split("### Cost and outcomes")[1]
+    row = next(line for line in cost.splitlines() if line.startswith("| no_scale |"))
     assert row.rstrip().endswith("| 1 | 1 | 1 | 0 |")
     assert "no_scale/seed_2 failed (return code 1): RuntimeError: boom" in text
     assert "no_scale/seed_1 diverged at step 10" in text
@@ -133,7 +134,7 @@ def test_latex_and_runs_csv(sweep_dir):
     tex = _read(sweep_dir, "table.tex")
     assert tex.startswith("\\begin{table}") and "\\toprule" in tex and "\\bottomrule" in tex
     assert "$0.820 \\pm 0.020$" in tex
-    assert "$+0.050^{*}$" in tex
+    assert "$+0.050^{*\\dagger}$" in tex
     assert "no\\_scale" in tex and "test/seq\\_accuracy" in tex
     body = tex.split("\\midrule")[1].split("\\bottomrule")[0].strip().splitlines()
     assert len(body) == 4

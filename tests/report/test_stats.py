@@ -93,3 +93,81 @@ def test_paired_difference_single_pair_has_no_interval():
     assert math.isnan(d.low) and math.isnan(d.high) and not d.excludes_zero
     none = stats.paired_difference({1: 1.0}, {0: 0.5})
     assert none.n == 0 and math.isnan(none.mean)
+
+
+def test_paired_t_test_p_value_hand_computed():
+    # Differences 0.05, 0.04, 0.06: t = 0.05 / (0.01 / sqrt(3)) = 8.660; with 2 degrees of
+    # freedom the two-sided p is 1 - t / sqrt(2 + t^2) (closed form of the t CDF for df=2).
+    d = stats.paired_difference({0: 0.85, 1: 0.86, 2: 0.90}, {0: 0.80, 1: 0.82, 2: 0.84})
+    t = 0.05 / (0.01 / math.sqrt(3))
+    assert d.p_value == pytest.approx(1 - t / math.sqrt(2 + t * t), rel=1e-9)
+    assert d.p_value == pytest.approx(0.013072, abs=1e-6)
+    # The interval excludes 0 exactly when p < 1 - confidence.
+    assert d.excludes_zero and d.p_value < 0.05
+    assert math.isnan(stats.paired_difference({0: 1.0}, {0: 0.5}).p_value)  # one seed: no test
+    assert stats.t_test_p([0.2, 0.2, 0.2]) == 0.0  # no spread, mean not 0
+    assert stats.t_test_p([0.0, 0.0]) == 1.0
+
+
+def test_paired_contrast_interaction_hand_computed():
+    # A 2x2 design, per seed: y00 (reference), y10 (A changed), y01 (B changed), y11 (both).
+    y00 = {0: 0.90, 1: 0.92, 2: 0.94}
+    y10 = {0: 0.80, 1: 0.83, 2: 0.83}  # A costs 0.10, 0.09, 0.11 at B=0
+    y01 = {0: 0.95, 1: 0.96, 2: 0.97}
+    y11 = {0: 0.55, 1: 0.60, 2: 0.56, 3: 0.1}  # A costs 0.40, 0.36, 0.41 at B=1; seed 3 unpaired
+    d = stats.paired_contrast([(1, y11), (-1, y01), (-1, y10), (1, y00)])
+    # Per-seed interaction (y11 - y01) - (y10 - y00): -0.30, -0.27, -0.30; mean -0.29,
+    # sd sqrt(((-0.01)^2 + 0.02^2 + (-0.01)^2) / 2) = sqrt(0.0003), half 4.302653 sd / sqrt(3).
+    sd = math.sqrt(0.0003)
+    half = 4.302653 * sd / math.sqrt(3)
+    assert d.seeds == (0, 1, 2) and d.n == 3
+    assert d.mean == pytest.approx(-0.29)
+    assert d.low == pytest.approx(-0.29 - half, abs=1e-6)
+    assert d.high == pytest.approx(-0.29 + half, abs=1e-6)
+    t = 0.29 / (sd / math.sqrt(3))
+    assert d.p_value == pytest.approx(1 - t / math.sqrt(2 + t * t), rel=1e-9)
+    # A two-term contrast is the paired difference.
+    assert stats.paired_contrast([(1, y10), (-1, y00)]) == stats.paired_difference(y10, y00)
+
+
+def _holm_step_down(p_values, alpha):
+    """The textbook procedure: test the smallest p at alpha / m, the next at alpha / (m - 1),
+    ..., and stop at the first that fails (Holm 1979)."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rejected = [False] * len(p_values)
+    for rank, i in enumerate(order):
+        if p_values[i] > alpha / (len(p_values) - rank):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def test_holm_adjusted_p_values_known_example():
+    p = [0.01, 0.04, 0.03, 0.005]
+    # Sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1: 0.02, 0.03, 0.06, 0.04 -> running max
+    # 0.02, 0.03, 0.06, 0.06.
+    assert stats.holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert (
+        [a <= 0.05 for a in stats.holm(p)]
+        == _holm_step_down(p, 0.05)
+        == [
+            True,
+            False,
+            False,
+            True,
+        ]
+    )
+    # Untested comparisons (NaN) are left out of the family and stay NaN.
+    adjusted = stats.holm([0.04, math.nan, 0.01])
+    assert math.isnan(adjusted[1]) and adjusted[0] == pytest.approx(0.04)
+    assert adjusted[2] == pytest.approx(0.02)
+    assert stats.family_size([0.04, math.nan, 0.01]) == 2
+    assert stats.holm([0.7, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1
+
+
+def test_holm_agrees_with_the_step_down_procedure_on_random_families():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        p = list(rng.uniform(0, 0.1, size=rng.integers(1, 9)))
+        for alpha in (0.01, 0.05):
+            assert [a <= alpha for a in stats.holm(p)] == _holm_step_down(p, alpha)

@@ -2,7 +2,9 @@
 
 Everything is derived from WORKDIR/sweep.json and the run directories, so the report can be
 regenerated at any time (`python -m transformer_jax.sweep --workdir=DIR --report_only`), also
-while runs are still going.
+while runs are still going, or from a runs.csv alone (`--runs_csv=PATH`), e.g. a committed
+results/ folder. Flat sweeps get one table per metric against the baseline; factorial sweeps
+(sweep/factors.py) one table of cells and one of effects per metric (report/factorial.py).
 """
 
 import contextlib
@@ -10,9 +12,19 @@ import datetime
 import json
 import os
 import re
+from collections.abc import Sequence
 from typing import Any
 
-from transformer_jax.report import bleu_bootstrap, environment, plots, summary, tables
+from transformer_jax.report import (
+    bleu_bootstrap,
+    environment,
+    factorial,
+    factorial_tables,
+    plots,
+    summary,
+    tables,
+)
+from transformer_jax.report.factorial_tables import EFFECTS_CSV
 from transformer_jax.run_dir import git_commit, read_config
 from transformer_jax.sweep.spec import Sweep, format_override
 
@@ -82,28 +94,57 @@ def _train_length(records) -> int | None:
     return None
 
 
-def write_report(workdir: str, digits: int = 3, confidence: float = 0.95) -> str:
-    """Writes all report files into workdir and returns the path of report.md."""
+def write_report(
+    workdir: str,
+    digits: int = 3,
+    confidence: float = 0.95,
+    runs_csv: str | Sequence[str] | None = None,
+) -> str:
+    """Writes all report files into workdir and returns the path of report.md.
+
+    runs_csv: read the runs from this runs.csv (or these, see summary.read_runs) instead of the
+    run directories (a committed results/ folder holds no run directories); learning curves
+    cannot be redrawn then, so the figures an earlier report drew are kept.
+    """
+    if isinstance(runs_csv, str):
+        runs_csv = [runs_csv]
     resolved = read_sweep_json(workdir)
     sweep = Sweep.from_dict(resolved)
-    runs = summary.read_runs(sweep, workdir)
+    runs = summary.read_runs(sweep, workdir, runs_csv)
     rows = summary.summarize(sweep, runs, confidence)
     all_runs = [r for records in runs.values() for r in records]
+    metric_tables = factorial.metric_tables(sweep, rows, confidence)
 
     with open(os.path.join(workdir, RESULTS_CSV), "w") as f:
-        f.write(tables.results_csv(rows, sweep.metrics))
+        f.write(tables.results_csv(rows, sweep.metrics, confidence))
     with open(os.path.join(workdir, RUNS_CSV), "w") as f:
         f.write(tables.runs_csv(all_runs, sweep.metrics))
     with open(os.path.join(workdir, TABLE_TEX), "w") as f:
-        f.write(tables.latex_table(rows, sweep.metrics, digits, confidence))
+        # A factorial sweep's paper table is its effects, each against its own reference.
+        f.write(
+            factorial_tables.latex_effects_table(metric_tables, digits, confidence)
+            if metric_tables
+            else tables.latex_table(rows, sweep.metrics, digits, confidence)
+        )
+    if metric_tables:
+        with open(os.path.join(workdir, EFFECTS_CSV), "w") as f:
+            f.write(factorial_tables.effects_csv(metric_tables, confidence))
+    else:
+        _remove_stale(workdir, EFFECTS_CSV)
 
     main = sweep.metrics[0]
     main_split, _, main_key = main.partition("/")
-    figures = []
+    figures, kept = [], []
     for split, metric in (("train", "loss"), (main_split, main_key)):
         fname = f"curves_{_slug(split)}_{_slug(metric)}.png"
-        if plots.plot_curves(runs, split, metric, os.path.join(workdir, fname), sweep.baseline):
-            figures.append((f"{split}/{metric} vs step", fname))
+        title = f"{split}/{metric} vs step"
+        if runs_csv is not None:
+            # No metrics.jsonl to draw from: keep the figure drawn from the run directories.
+            if os.path.isfile(os.path.join(workdir, fname)):
+                figures.append((title, fname))
+                kept.append(fname)
+        elif plots.plot_curves(runs, split, metric, os.path.join(workdir, fname), sweep.baseline):
+            figures.append((title, fname))
         else:
             _remove_stale(workdir, fname)
     fname = f"bars_{_slug(main)}.png"
@@ -122,21 +163,49 @@ def write_report(workdir: str, digits: int = 3, confidence: float = 0.95) -> str
             _remove_stale(workdir, fname)
 
     lines = _header(resolved, sweep, rows, git_commit())
-    lines += ["", "## Results", "", tables.markdown_table(rows, sweep.metrics, digits, confidence)]
+    lines += ["", "## Results", ""]
+    if metric_tables:
+        lines += [
+            f"Per metric: every cell's mean ± sample std (ddof=1) over its n finished seeds, then "
+            "each factor's effect measured against that factor's reference level with the other "
+            f"factors held fixed (the reference cell is `{sweep.baseline}`).",
+            "",
+        ]
+        for table in metric_tables:
+            title = (
+                f"`{table.title}`"
+                if list(table.columns) == [""]
+                else f"`{table.title}` by {sweep.split_factor.name}"
+            )
+            lines += [f"### {title}", ""]
+            lines += [factorial_tables.cells_table(sweep, rows, table, digits)]
+            lines += [factorial_tables.effects_table(table, digits, confidence)]
+    else:
+        for metric in sweep.metrics:
+            lines += [f"### `{metric}`", "", tables.metric_table(rows, metric, digits, confidence)]
+    lines += ["### Cost and outcomes", "", tables.cost_table(rows)]
     lines += [
-        f"Mean ± sample standard deviation (ddof=1) over the n finished seeds. Δ: mean difference "
-        f"from the baseline `{sweep.baseline}` paired by seed over the n seeds finished in both, "
-        f"with a {confidence:.0%} confidence interval from Student's t with n−1 degrees of "
-        f"freedom; {tables.SIGNIFICANT} marks intervals that exclude 0. Diverged and failed runs "
-        "are excluded from means and counted in their columns; Missing counts runs interrupted, "
-        "still running or not started. Tokens/s and wall time: mean over finished runs.",
+        f"Mean ± sample standard deviation (ddof=1) over the n finished seeds. Δ: mean "
+        f"difference paired by seed over the n seeds finished in both, with a {confidence:.0%} "
+        "confidence interval from Student's t with n−1 degrees of freedom; "
+        f"`{tables.SIGNIFICANT}` marks intervals that exclude 0, {tables.HOLM} differences that "
+        "survive Holm's correction across their table. Diverged and failed runs are excluded "
+        "from means and counted in their columns; Missing counts runs interrupted, still "
+        "running or not started. Tokens/s and wall time: mean over finished runs.",
         "",
-        f"Also: [`{RESULTS_CSV}`]({RESULTS_CSV}) (this table, full precision), "
-        f"[`{RUNS_CSV}`]({RUNS_CSV}) (every run), [`{TABLE_TEX}`]({TABLE_TEX}) (LaTeX, booktabs).",
-        "",
-        "## Variants",
-        "",
+        f"Also: [`{RESULTS_CSV}`]({RESULTS_CSV}) (every metric of every variant and its "
+        "difference from the baseline, full precision), "
+        + (
+            f"[`{EFFECTS_CSV}`]({EFFECTS_CSV}) (every comparison above, full precision), "
+            if metric_tables
+            else ""
+        )
+        + f"[`{RUNS_CSV}`]({RUNS_CSV}) (every run), [`{TABLE_TEX}`]({TABLE_TEX}) (LaTeX, "
+        + ("booktabs, the effects)." if metric_tables else "booktabs)."),
     ]
+    if sweep.factors:
+        lines += ["", "## Factors", ""] + factorial_tables.factors_section(sweep)
+    lines += ["", "## Variants", ""]
     for name, overrides in sweep.variants.items():
         flags = " ".join(f"`--config.{k}={format_override(v)}`" for k, v in overrides.items())
         base = " (baseline)" if name == sweep.baseline else ""
@@ -148,6 +217,26 @@ def write_report(workdir: str, digits: int = 3, confidence: float = 0.95) -> str
     if bootstrap:
         lines += [""] + bootstrap
     found = summary.notes(sweep, rows)
+    if runs_csv is not None:
+        found.insert(
+            0,
+            f"rebuilt from {', '.join(f'`{os.path.relpath(p, workdir)}`' for p in runs_csv)} "
+            "without the run directories"
+            + (
+                f"; the learning curves ({', '.join(kept)}) are those drawn from the run "
+                "directories by an earlier report"
+                if kept
+                else "; no learning curves (they need the run directories)"
+            ),
+        )
+    untrained = [row.name for row in rows if all(r.status == "missing" for r in row.runs)]
+    if untrained:
+        found.append(
+            f"to train only the variants never run: `python -m transformer_jax.sweep "
+            f"--sweep={resolved.get('file', 'SWEEP_FILE')} --workdir=DIR "
+            f"--variants={','.join(untrained)}`, then rebuild this report with `--report_only "
+            f"--runs_csv={RUNS_CSV},DIR/{RUNS_CSV}` (or from the run directories)"
+        )
     if found:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in found]
     lines += ["", "## Runs", "", tables.runs_markdown_table(all_runs, sweep.metrics, digits)]

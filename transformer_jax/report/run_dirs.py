@@ -5,6 +5,7 @@ A sweep lays its runs out as WORKDIR/<variant>/seed_<seed>/. Everything here onl
 a report can be regenerated at any time, including while a sweep is still running.
 """
 
+import csv
 import dataclasses
 import json
 import math
@@ -120,3 +121,69 @@ def read_curve(path: str, split: str, metric: str) -> tuple[list[int], list[floa
         return [], []
     steps = sorted(by_step)
     return steps, [by_step[s] for s in steps]
+
+
+# Columns of runs.csv (report/tables.py runs_csv) before and after the metric columns.
+RUNS_CSV_LEADING = ("variant", "seed", "status", "step")
+RUNS_CSV_TRAILING = ("num_params", "tokens_per_sec", "wall_time_s", "git_commit", "error")
+
+
+def read_runs_csv(path: str, workdir: str) -> dict[tuple[str, int], RunRecord]:
+    """(variant, seed) -> RunRecord from a sweep's runs.csv, for a report without run directories.
+
+    A committed results/ folder holds the report and runs.csv, not the run directories; this
+    reads back what runs_csv wrote (every metric column, status, cost, commit, error), so the
+    report can be rebuilt, e.g. with a new analysis. Records point at WORKDIR/<variant>/seed_<s>
+    like read_run's, but nothing there is read: no learning curves, no failure details.
+    """
+    if not os.path.isfile(path):
+        raise ValueError(f"runs csv {path!r} does not exist")
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if (
+            header is None
+            or tuple(header[: len(RUNS_CSV_LEADING)]) != RUNS_CSV_LEADING
+            or tuple(header[-len(RUNS_CSV_TRAILING) :]) != RUNS_CSV_TRAILING
+        ):
+            raise ValueError(
+                f"{path!r} is not a sweep's runs.csv: its header must start with "
+                f"{','.join(RUNS_CSV_LEADING)} and end with {','.join(RUNS_CSV_TRAILING)}"
+            )
+        metric_names = header[len(RUNS_CSV_LEADING) : -len(RUNS_CSV_TRAILING)]
+        records: dict[tuple[str, int], RunRecord] = {}
+        for line, row in enumerate(reader, start=2):
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise ValueError(f"{path}:{line}: {len(row)} fields, the header has {len(header)}")
+            values = dict(zip(header, row, strict=True))
+            status = values["status"]
+            if status not in ("finished", "diverged", "failed", "incomplete", "missing"):
+                raise ValueError(f"{path}:{line}: unknown status {status!r}")
+            variant, seed = values["variant"], int(values["seed"])
+            metrics: dict[str, dict[str, float]] = {}
+            for name in metric_names:
+                if values[name] != "":
+                    split, _, key = name.partition("/")
+                    metrics.setdefault(split, {})[key] = float(values[name])
+
+            def number(key, kind=float, values=values):
+                return kind(values[key]) if values[key] != "" else None
+
+            if (variant, seed) in records:
+                raise ValueError(f"{path}:{line}: {variant} seed {seed} is listed twice")
+            records[(variant, seed)] = RunRecord(
+                variant=variant,
+                seed=seed,
+                path=run_dir(workdir, variant, seed),
+                status=status,
+                step=number("step", int),
+                metrics=metrics,
+                num_params=number("num_params", int),
+                tokens_per_sec=number("tokens_per_sec"),
+                wall_time_s=number("wall_time_s"),
+                error=values["error"] or None,
+                git_commit=values["git_commit"] or None,
+            )
+    return records

@@ -102,9 +102,10 @@ def t_quantile(p: float, df: float) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class PairedDifference:
-    """Mean of per-seed differences (variant - baseline) with its confidence interval.
+    """Mean of per-seed differences (variant - baseline, or any contrast) with its confidence
+    interval and the two-sided p-value of the paired t-test of mean 0.
 
-    low/high are NaN when fewer than two seeds are paired (no variance estimate).
+    low/high/p_value are NaN when fewer than two seeds are paired (no variance estimate).
     """
 
     mean: float
@@ -112,11 +113,60 @@ class PairedDifference:
     high: float
     n: int
     seeds: tuple[int, ...]
+    p_value: float = math.nan
 
     @property
     def excludes_zero(self) -> bool:
         """True when the whole interval lies on one side of zero (a significant difference)."""
         return self.n >= 2 and (self.low > 0.0 or self.high < 0.0)
+
+
+def t_test_p(diffs: Sequence[float]) -> float:
+    """Two-sided p-value of the one-sample t-test of mean(diffs) = 0 (n - 1 degrees of freedom).
+
+    NaN for fewer than two values; with no spread, 0 when the mean is not 0 and 1 when it is.
+    """
+    n = len(diffs)
+    if n < 2:
+        return math.nan
+    d, sd = mean(diffs), sample_std(diffs)
+    if sd == 0.0:
+        return 1.0 if d == 0.0 else 0.0
+    t = abs(d) / (sd / math.sqrt(n))
+    return min(1.0, 2.0 * (1.0 - t_cdf(t, n - 1)))
+
+
+def paired_contrast(
+    terms: Sequence[tuple[float, Mapping[int, float]]], confidence: float = 0.95
+) -> PairedDifference:
+    """A contrast sum_i c_i * value_i computed per seed, then its mean and t interval.
+
+    Args:
+      terms: (coefficient, seed -> metric value) pairs; only seeds present in every term are
+        used. [(1, b), (-1, a)] is the paired difference b - a; [(1, ab), (-1, a0b), (-1, ab0),
+        (1, a0b0)] the interaction (difference of differences) of a 2x2 design.
+      confidence: two-sided coverage of the interval.
+
+    Returns:
+      mean d of the per-seed contrasts, d +- t_{(1+confidence)/2, n-1} * std / sqrt(n), and the
+      two-sided paired t-test p-value, which is below 1 - confidence exactly when the interval
+      excludes 0.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if not terms:
+        raise ValueError("a contrast needs at least one term")
+    common = set(terms[0][1])
+    for _, values in terms[1:]:
+        common &= set(values)
+    seeds = tuple(sorted(common))
+    diffs = [math.fsum(c * values[s] for c, values in terms) for s in seeds]
+    n = len(diffs)
+    d = mean(diffs)
+    if n < 2:
+        return PairedDifference(d, math.nan, math.nan, n, seeds)
+    half = t_quantile(0.5 + confidence / 2.0, n - 1) * sample_std(diffs) / math.sqrt(n)
+    return PairedDifference(d, d - half, d + half, n, seeds, t_test_p(diffs))
 
 
 def paired_difference(
@@ -130,15 +180,30 @@ def paired_difference(
 
     Returns:
       mean d = mean_s (variant[s] - baseline[s]) and the t interval
-      d +- t_{(1+confidence)/2, n-1} * std(d) / sqrt(n).
+      d +- t_{(1+confidence)/2, n-1} * std(d) / sqrt(n), with the paired t-test p-value.
     """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    seeds = tuple(sorted(set(variant) & set(baseline)))
-    diffs = [variant[s] - baseline[s] for s in seeds]
-    n = len(diffs)
-    d = mean(diffs)
-    if n < 2:
-        return PairedDifference(d, math.nan, math.nan, n, seeds)
-    half = t_quantile(0.5 + confidence / 2.0, n - 1) * sample_std(diffs) / math.sqrt(n)
-    return PairedDifference(d, d - half, d + half, n, seeds)
+    return paired_contrast([(1.0, variant), (-1.0, baseline)], confidence)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979) of one family of comparisons.
+
+    Sorted ascending, p_(i) is adjusted to max_{j <= i} min(1, (m - j + 1) p_(j)) with m the
+    number of comparisons; a comparison survives at family-wise error rate alpha when its
+    adjusted p-value is <= alpha, which is the step-down procedure (reject p_(1) if p_(1) <=
+    alpha / m, then p_(2) if p_(2) <= alpha / (m - 1), ..., stopping at the first that fails).
+    NaN p-values (comparisons without a test) are not part of the family and stay NaN.
+    """
+    order = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    m = len(order)
+    adjusted = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[i] = running
+    return adjusted
+
+
+def family_size(p_values: Sequence[float]) -> int:
+    """Number of comparisons in a Holm family: those with a p-value."""
+    return sum(not math.isnan(p) for p in p_values)

@@ -5,11 +5,12 @@ counted, never silently dropped. Differences from the baseline are paired by see
 """
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping, Sequence
 
 from transformer_jax.report import stats
-from transformer_jax.report.run_dirs import RunRecord, read_run
+from transformer_jax.report.run_dirs import RunRecord, read_run, read_runs_csv, run_dir
 from transformer_jax.run_dir import LOG_FILE, SUMMARY_FILE
 from transformer_jax.sweep.spec import OverrideValue, Sweep
 
@@ -25,6 +26,9 @@ class MetricSummary:
     mean: float
     std: float  # sample std (ddof=1); NaN for n < 2
     diff: stats.PairedDifference | None
+    # Holm-adjusted p-value of diff across the variants' differences from the baseline in this
+    # metric (the family of one table column); NaN for the baseline and untested differences.
+    p_holm: float = math.nan
 
     @property
     def n(self) -> int:
@@ -69,10 +73,47 @@ def _finite_mean(values: Sequence[float | None]) -> float:
     return stats.mean([float(v) for v in values if v is not None])
 
 
-def read_runs(sweep: Sweep, workdir: str) -> dict[str, tuple[RunRecord, ...]]:
-    """Every (variant, seed) of the sweep, in sweep order, read from its run directory."""
+def read_runs(
+    sweep: Sweep, workdir: str, runs_csv: str | Sequence[str] | None = None
+) -> dict[str, tuple[RunRecord, ...]]:
+    """Every (variant, seed) of the sweep, in sweep order, read from its run directory, or from
+    runs.csv files when given.
+
+    With several files (e.g. the committed results and a workdir that trained only new cells)
+    a run one file lists as missing is taken from another; two files with a result for the same
+    run are an error. Runs no file lists are missing; runs of variants or seeds that are not in
+    the sweep are an error, so that a renamed variant is not silently dropped.
+    """
+    if runs_csv is None:
+        return {
+            name: tuple(read_run(workdir, name, seed) for seed in sweep.seeds)
+            for name in sweep.variants
+        }
+    paths = [runs_csv] if isinstance(runs_csv, str) else list(runs_csv)
+    records: dict[tuple[str, int], RunRecord] = {}
+    for path in paths:
+        for key, record in read_runs_csv(path, workdir).items():
+            if key in records and "missing" not in (records[key].status, record.status):
+                raise ValueError(
+                    f"{key[0]}/seed_{key[1]} has a result in more than one of {', '.join(paths)}"
+                )
+            if key not in records or records[key].status == "missing":
+                records[key] = record
+    unknown = sorted(
+        f"{v}/seed_{s}" for v, s in records if v not in sweep.variants or s not in sweep.seeds
+    )
+    if unknown:
+        raise ValueError(
+            f"{', '.join(paths)} list runs that are not part of the sweep: {', '.join(unknown)}; "
+            f"its variants: {', '.join(sweep.variants)}; seeds: "
+            f"{', '.join(map(str, sweep.seeds))}"
+        )
     return {
-        name: tuple(read_run(workdir, name, seed) for seed in sweep.seeds)
+        name: tuple(
+            records.get((name, seed))
+            or RunRecord(name, seed, run_dir(workdir, name, seed), "missing")
+            for seed in sweep.seeds
+        )
         for name in sweep.variants
     }
 
@@ -123,6 +164,12 @@ def summarize(
                 wall_time_s=_finite_mean([r.wall_time_s for r in finished]),
             )
         )
+    for m in sweep.metrics:
+        adjusted = stats.holm(
+            [row.metrics[m].diff.p_value if row.metrics[m].diff else math.nan for row in rows]
+        )
+        for row, p in zip(rows, adjusted, strict=True):
+            row.metrics[m] = dataclasses.replace(row.metrics[m], p_holm=p)
     return rows
 
 
@@ -130,6 +177,10 @@ def notes(sweep: Sweep, rows: Sequence[VariantSummary]) -> list[str]:
     """Warnings a reader of the table must see: failures, missing metrics, mixed code versions."""
     out = []
     for row in rows:
+        if row.runs and all(r.status == "missing" for r in row.runs):
+            seeds = ", ".join(str(r.seed) for r in row.runs)
+            out.append(f"{row.name} has not been run (seeds {seeds})")
+            continue
         for r in row.runs:
             where = f"{r.variant}/seed_{r.seed}"
             if r.status == "failed":

@@ -3,6 +3,7 @@
     python -m transformer_jax.sweep --sweep=experiments/attention_scale.py --workdir=runs/scale
 
 Modules:
+  factors   Factor and SplitFactor: a sweep's variants as the cells of a grid of factors.
   spec      the Sweep definition a sweep file returns; loading it and checking its overrides.
   launcher  one run as a subprocess: command.txt, run.log, CPU pinning, the workdir lock and
             failure.json.
@@ -13,6 +14,7 @@ Modules:
 
 import importlib
 
+from transformer_jax.sweep.factors import Factor, SplitFactor
 from transformer_jax.sweep.spec import (
     OverrideValue,
     Sweep,
@@ -22,7 +24,9 @@ from transformer_jax.sweep.spec import (
 )
 
 __all__ = [
+    "Factor",
     "OverrideValue",
+    "SplitFactor",
     "Sweep",
     "check_overrides",
     "format_override",

@@ -2,6 +2,8 @@
 
     python -m transformer_jax.sweep --sweep=experiments/attention_scale.py --workdir=/tmp/scale
     python -m transformer_jax.sweep --workdir=/tmp/scale --report_only
+    python -m transformer_jax.sweep --sweep=experiments/attention_scale.py \
+        --workdir=results/attention_scale --report_only --runs_csv=results/attention_scale/runs.csv
     python -m transformer_jax.sweep --sweep=... --workdir=DIR --launcher=slurm --slurm_gpus=1
     python -m transformer_jax.sweep --workdir=DIR --status
 
@@ -37,6 +39,13 @@ def define_flags() -> None:
         False,
         "Only regenerate the report from WORKDIR (with --sweep: first replace the stored "
         "definition, e.g. to add a metric).",
+    )
+    flags.DEFINE_list(
+        "runs_csv",
+        [],
+        "With --report_only: read the runs from this runs.csv (a report's, e.g. a committed "
+        "results/<sweep>/runs.csv) instead of the run directories, which need not exist; "
+        "several, comma-separated, are merged (a run missing from one is taken from another).",
     )
     flags.DEFINE_string("main_module", DEFAULT_MAIN, "Trainer module run with python -m.")
     slurm.define_flags()  # --launcher, --status, --slurm_*
@@ -78,6 +87,8 @@ def _main(argv: Sequence[str]) -> int:
     if f.status:
         print(slurm.format_status(slurm.sweep_status(workdir)))
         return 0
+    if f.runs_csv and not f.report_only:
+        raise app.UsageError("--runs_csv only works with --report_only")
     if f.report_only:
         if f.sweep:
             stored = read_sweep_json(workdir)
@@ -89,7 +100,7 @@ def _main(argv: Sequence[str]) -> int:
                 stored.get("quick", False),
                 stored.get("main_module", DEFAULT_MAIN),
             )
-        print(write_report(workdir))
+        print(write_report(workdir, runs_csv=f.runs_csv or None))
         return 0
     if not f.sweep:
         raise app.UsageError("--sweep is required (unless --report_only or --status)")

@@ -163,7 +163,8 @@ def update_sweep_json(
         "config_spec": config_spec,
         "quick": quick,
         "main_module": main_module,
-        "cwd": os.getcwd(),
+        # A report-only update (no invocation) keeps the directory the runs were launched from.
+        "cwd": previous.get("cwd", os.getcwd()) if invocation is None else os.getcwd(),
         "invocations": list(previous.get("invocations", [])),
     }
     if invocation is not None:

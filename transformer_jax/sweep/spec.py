@@ -24,7 +24,6 @@ passed as ml_collections config flags (`--config.model.attention.scale=none`).
 
 import dataclasses
 import importlib.util
-import math
 import os
 import re
 from collections.abc import Mapping
@@ -32,29 +31,12 @@ from typing import Any
 
 from ml_collections.config_flags import config_path
 
+from transformer_jax.sweep import factors as factors_lib
+from transformer_jax.sweep.factors import AnyFactor, Cell, Factor, SplitFactor
+
 OverrideValue = bool | int | float | str | tuple
-_SCALARS = (bool, int, float, str)
 # Variant names become directory names; keep them portable and free of path separators.
 _VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_DOTTED_KEY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
-
-
-def _check_value(variant: str, key: str, value: Any) -> None:
-    """Raises ValueError unless value can be written as a config flag and parsed back exactly."""
-    where = f"variants[{variant!r}][{key!r}]"
-    if isinstance(value, list | tuple):
-        for item in value:
-            if isinstance(item, list | tuple):
-                raise ValueError(f"{where} = {value!r}: nested tuples are not supported")
-            _check_value(variant, key, item)
-        return
-    if not isinstance(value, _SCALARS):
-        raise ValueError(
-            f"{where} = {value!r} has type {type(value).__name__}; valid types: bool, int, "
-            "float, str or a tuple of those (None cannot be passed as a config flag override)"
-        )
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{where} = {value!r}: must be a finite number")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,22 +47,31 @@ class Sweep:
       config: path of the base config file (ml_collections, `get_config(arg)`), relative to the
         directory the sweep is launched from, e.g. "configs/algorithmic.py".
       variants: variant name -> config overrides in dotted form, e.g.
-        {"no_scale": {"model.attention.scale": "none"}}; {} is the unchanged base config.
+        {"no_scale": {"model.attention.scale": "none"}}; {} is the unchanged base config. With
+        factors, these are variants beside the grid (may be empty); after construction this
+        holds every variant, the cells first.
       seeds: seeds every variant is trained with (passed as --config.seed).
       metrics: final metrics reported, "split/metric" meaning summary.json
         metrics[split][metric], e.g. "test/seq_accuracy"; the first is the main one (bar chart).
-      baseline: the variant others are compared against (paired by seed).
+      baseline: the variant others are compared against (paired by seed). With factors it
+        defaults to the cell at every factor's reference level.
       description: the claim tested; load_sweep fills it from the module docstring when empty.
       config_arg: argument passed to get_config (`--config=configs/algorithmic.py:<config_arg>`).
+      factors: Factor (trained) and at most one SplitFactor (evaluated), see sweep/factors.py;
+        each cell of the trained factors becomes a variant named by its levels.
+      cells: the cells trained, each a dict factor -> level (others at their reference) or a
+        tuple of one level per trained factor; None is the full grid. Normalized to tuples.
     """
 
     config: str
-    variants: Mapping[str, Mapping[str, OverrideValue]]
-    seeds: tuple[int, ...]
-    metrics: tuple[str, ...]
-    baseline: str
+    variants: Mapping[str, Mapping[str, OverrideValue]] = dataclasses.field(default_factory=dict)
+    seeds: tuple[int, ...] = ()
+    metrics: tuple[str, ...] = ()
+    baseline: str = ""
     description: str = ""
     config_arg: str = ""
+    factors: tuple[AnyFactor, ...] = ()
+    cells: tuple[Cell, ...] | None = None
 
     def __post_init__(self):
         if isinstance(self.config, str) and ":" in self.config:
@@ -95,36 +86,49 @@ class Sweep:
         if not isinstance(self.description, str):
             raise ValueError(f"description = {self.description!r}: must be a str")
 
-        if not isinstance(self.variants, Mapping) or not self.variants:
+        if not isinstance(self.factors, list | tuple):
+            raise ValueError(f"factors = {self.factors!r}: must be a tuple of Factor")
+        trained, split = factors_lib.check_factors(tuple(self.factors))
+        object.__setattr__(self, "factors", tuple(self.factors))
+        variants: dict[str, dict[str, OverrideValue]] = {}
+        cell_of: dict[str, Cell] = {}
+        if trained:
+            cells = factors_lib.normalize_cells(trained, self.cells)
+            for name, (cell, overrides) in factors_lib.expand(trained, cells).items():
+                if not _VARIANT_NAME.fullmatch(name):
+                    raise ValueError(f"cell {cell!r}: variant name {name!r} is not valid")
+                variants[name], cell_of[name] = overrides, cell
+        elif self.cells is not None:
+            raise ValueError(f"cells = {self.cells!r}: cells need factors")
+        else:
+            cells = None
+        object.__setattr__(self, "cells", cells)
+
+        if not isinstance(self.variants, Mapping) or not (self.variants or trained):
             raise ValueError(
                 f"variants = {self.variants!r}: must be a non-empty dict of "
                 "name -> {dotted.key: value}"
             )
-        variants = {}
         for name, overrides in self.variants.items():
             if not isinstance(name, str) or not _VARIANT_NAME.fullmatch(name):
                 raise ValueError(
                     f"variant name {name!r}: must match {_VARIANT_NAME.pattern} "
                     "(it names the run directory)"
                 )
-            if not isinstance(overrides, Mapping):
-                raise ValueError(f"variants[{name!r}] = {overrides!r}: must be a dict of overrides")
-            for key, value in overrides.items():
-                if not isinstance(key, str) or not _DOTTED_KEY.fullmatch(key):
+            checked = factors_lib.check_overrides_dict(f"variants[{name!r}]", overrides)
+            if name in cell_of:
+                # A Sweep rebuilt from to_dict lists its cells among the variants too.
+                if checked != variants[name]:
                     raise ValueError(
-                        f"variants[{name!r}] key {key!r}: must be a dotted config path "
-                        "like 'model.attention.scale'"
+                        f"variants[{name!r}] = {checked!r}: a cell of the factors has this name "
+                        f"with overrides {variants[name]!r}; rename the variant"
                     )
-                if key == "seed":
-                    raise ValueError(
-                        f"variants[{name!r}] overrides 'seed'; seeds are set by the sweep's "
-                        "seeds field"
-                    )
-                _check_value(name, key, value)
-            variants[name] = {
-                k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()
-            }
+                continue
+            variants[name] = checked
         object.__setattr__(self, "variants", variants)
+        object.__setattr__(self, "_cell_of", cell_of)
+        object.__setattr__(self, "_trained", trained)
+        object.__setattr__(self, "_split", split)
 
         seeds = tuple(self.seeds) if isinstance(self.seeds, list | tuple) else None
         if not seeds:
@@ -142,8 +146,8 @@ class Sweep:
                 f"metrics = {self.metrics!r}: must be a non-empty tuple like ('test/seq_accuracy',)"
             )
         for metric in metrics:
-            split, _, key = metric.partition("/") if isinstance(metric, str) else ("", "", "")
-            if not split or not key:
+            split_name, _, key = metric.partition("/") if isinstance(metric, str) else ("", "", "")
+            if not split_name or not key:
                 raise ValueError(
                     f"metrics contains {metric!r}: must be 'split/metric' (summary.json "
                     "metrics[split][metric]), e.g. 'test/seq_accuracy'"
@@ -151,11 +155,59 @@ class Sweep:
         if len(set(metrics)) != len(metrics):
             raise ValueError(f"metrics = {metrics!r}: contains duplicates")
         object.__setattr__(self, "metrics", metrics)
+        if split is not None and not self.split_metrics():
+            raise ValueError(
+                f"split factor {split.name!r}: no metric is listed for every one of its splits "
+                f"{list(split.levels.values())} (e.g. "
+                f"{', '.join(f'{s}/seq_accuracy' for s in split.levels.values())})"
+            )
 
-        if self.baseline not in variants:
+        baseline = self.baseline
+        if not baseline and trained:
+            reference = tuple(f.reference for f in trained)
+            names = [n for n, c in cell_of.items() if c == reference]
+            if not names:
+                raise ValueError(
+                    f"baseline: the reference cell {reference!r} is not among the cells; list "
+                    "it in cells or name a baseline variant"
+                )
+            baseline = names[0]
+        if baseline not in variants:
             raise ValueError(
                 f"baseline = {self.baseline!r}: must be one of the variants {sorted(variants)}"
             )
+        object.__setattr__(self, "baseline", baseline)
+
+    @property
+    def trained_factors(self) -> tuple[Factor, ...]:
+        """The factors whose levels are trained (the cells' factors), in order."""
+        return self._trained
+
+    @property
+    def split_factor(self) -> SplitFactor | None:
+        return self._split
+
+    @property
+    def is_factorial(self) -> bool:
+        return bool(self._trained)
+
+    def cell_of(self, variant: str) -> Cell | None:
+        """The cell (one level per trained factor) a variant is, or None for a flat variant."""
+        return self._cell_of.get(variant)
+
+    def split_metrics(self) -> dict[str, dict[str, str]]:
+        """Metric key -> {split factor level -> "split/key"} for every key listed in metrics for
+        all the split factor's splits (empty without a split factor)."""
+        split = self._split
+        if split is None:
+            return {}
+        out = {}
+        for metric in self.metrics:
+            _, _, key = metric.partition("/")
+            by_level = {level: f"{s}/{key}" for level, s in split.levels.items()}
+            if key not in out and all(m in self.metrics for m in by_level.values()):
+                out[key] = by_level
+        return out
 
     @property
     def config_spec(self) -> str:
@@ -164,7 +216,7 @@ class Sweep:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (tuples become lists); inverse of from_dict."""
-        return {
+        d = {
             "config": self.config,
             "config_arg": self.config_arg,
             "variants": {
@@ -175,10 +227,15 @@ class Sweep:
             "baseline": self.baseline,
             "description": self.description,
         }
+        if self.factors:
+            d["factors"] = [f.to_dict() for f in self.factors]
+            d["cells"] = [list(c) for c in self.cells]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Sweep":
         """Rebuilds (and revalidates) a Sweep from to_dict's output, e.g. read from sweep.json."""
+        factors = tuple(factors_lib.factor_from_dict(f) for f in d.get("factors", ()))
         return cls(
             config=d["config"],
             config_arg=d.get("config_arg", ""),
@@ -187,6 +244,8 @@ class Sweep:
             metrics=tuple(d["metrics"]),
             baseline=d["baseline"],
             description=d.get("description", ""),
+            factors=factors,
+            cells=[tuple(c) for c in d["cells"]] if factors else None,
         )
 
 
