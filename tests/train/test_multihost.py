@@ -142,13 +142,18 @@ def test_two_processes_train_as_one(tmp_path_factory, data_dir, fsdp):
     assert max_param_diff(two, one) < PARAM_ATOL
 
 
+def run_files(workdir: Path) -> list[str]:
+    """The files of a run directory, the TensorBoard events file (named by time) as "events"."""
+    names = (p.name for p in workdir.iterdir() if p.name != run_dir.LOCK_FILE)
+    return sorted("events" if n.startswith("events.out.tfevents.") else n for n in names)
+
+
 @pytest.mark.slow
 def test_process_zero_alone_writes_the_run_files(tmp_path_factory, data_dir):
     two = trained("two_fsdp1", tmp_path_factory, data_dir, 2, fsdp=1)
     one = trained("one_fsdp1", tmp_path_factory, data_dir, 1, fsdp=1)
     assert len(list(two.glob("events.out.tfevents.*"))) == 1
-    names = {p.name for p in two.iterdir()} - {run_dir.LOCK_FILE}
-    assert names == {p.name for p in one.iterdir()} - {run_dir.LOCK_FILE}
+    assert run_files(two) == run_files(one)
     assert len(read_metrics(two)) == len(read_metrics(one))  # no line written twice
     config = {k: v for k, v in run_dir.read_config(two).items() if k != run_dir.GIT_COMMIT_KEY}
     assert config == {k: v for k, v in run_dir.read_config(one).items() if k in config}
@@ -159,3 +164,56 @@ def test_process_zero_alone_writes_the_run_files(tmp_path_factory, data_dir):
         [{"step": 20, "split": "test", **run_dir.read_summary(one).metrics["test"]}],
         LOSS_RTOL,
     )
+
+
+def checkpoint_steps(workdir: Path) -> list[int]:
+    return sorted(
+        int(p.name) for p in (workdir / run_dir.CHECKPOINT_DIR).iterdir() if p.name.isdigit()
+    )
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_on_two_processes_or_one(tmp_path, tmp_path_factory, data_dir):
+    """Both processes SIGKILLed after the checkpoint of step 10: resumed on 2 processes the run
+    ends bit-identical to the uninterrupted one; resumed from the same checkpoint on 1
+    process, with the same parameters (to PARAM_ATOL)."""
+    uninterrupted = trained("two_fsdp1", tmp_path_factory, data_dir, 2, fsdp=1)
+    killed = tmp_path / "killed"
+    fault = {"kind": "kill", "at": 16, "after": 10, "process": None}
+    result = run("train", killed, {"data_dir": str(data_dir), "fault": fault})
+    assert result.returncode == 128 + 9, result.stderr[-3000:]
+    assert checkpoint_steps(killed) == [10]
+    on_one = tmp_path / "on_one"
+    shutil.copytree(killed, on_one)
+    options = {"data_dir": str(data_dir)}
+    assert "Resumed" in finished(run("train", killed, options)).stdout
+    assert read_metrics(killed) == read_metrics(uninterrupted)
+    assert max_param_diff(killed, uninterrupted) == 0.0
+    assert "Resumed" in finished(run("train", on_one, options, processes=1)).stdout
+    assert_same_metrics(read_metrics(on_one), read_metrics(uninterrupted), LOSS_RTOL)
+    assert max_param_diff(on_one, uninterrupted) < PARAM_ATOL
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_process_stops_both_at_one_step_with_one_checkpoint(tmp_path, data_dir):
+    fault = {"kind": "sigterm", "at": 7, "process": 1}
+    result = run("train", tmp_path, {"data_dir": str(data_dir), "fault": fault})
+    assert result.returncode == run_dir.STOPPED_EXIT_CODE, result.stderr[-3000:]
+    for process in (0, 1):
+        assert f"process {process}: stopped at step 7" in result.stdout
+    assert checkpoint_steps(tmp_path) == [7]
+    assert run_dir.read_summary(tmp_path) is None  # stopped runs write none: rerun to resume
+
+
+@pytest.mark.slow
+def test_nan_on_one_process_stops_both_as_diverged(tmp_path, data_dir):
+    """A NaN in a row only process 1 trains on (step 7) reaches the global loss: both
+    processes stop at the window's end (step 10) and one "diverged" summary is written."""
+    fault = {"kind": "nan", "at": 7, "process": 1}
+    result = run("train", tmp_path, {"data_dir": str(data_dir), "fault": fault})
+    assert result.returncode == run_dir.DIVERGED_EXIT_CODE, result.stderr[-3000:]
+    for process in (0, 1):
+        assert f"process {process}: diverged at step 10" in result.stdout
+    summary = run_dir.read_summary(tmp_path)
+    assert summary.status == "diverged" and summary.step == 10 and "loss" in summary.error
+    assert checkpoint_steps(tmp_path) == []  # step 10's save never started: the loss came first
