@@ -12,8 +12,9 @@ has its chips; --gpus_per_process=K gives process p the GPUs [p*K, (p+1)*K).
 
 The processes share this terminal. SIGTERM and SIGINT to the launcher go to every process (the
 trainer saves a checkpoint and stops). A process that fails leaves the others waiting in their
-next collective, so once one exits with an error the rest get SIGTERM after --grace_s seconds
-and SIGKILL after as many more. Exit status: the first non-zero status of a process, else 0.
+next collective, so once one exits with an error, or a signal came, the processes still running
+get SIGTERM after --grace_s seconds and SIGKILL after as many more. Exit status: the status of
+the first process to fail (128 + N for signal N), else 0.
 """
 
 import argparse
@@ -45,7 +46,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     devices.add_argument("--cpu_devices", type=int, default=0, help="CPU devices per process")
     devices.add_argument("--gpus_per_process", type=int, default=0, help="GPUs per process")
     parser.add_argument("--module", default="transformer_jax.main", help="python -m MODULE")
-    parser.add_argument("--grace_s", type=float, default=30.0, help="see the module docstring")
+    parser.add_argument("--grace_s", type=float, default=60.0, help="see the module docstring")
     args = parser.parse_args(ours)
     for name in ("num_processes", "cpu_devices", "gpus_per_process"):
         lowest = 1 if name == "num_processes" else 0
@@ -89,34 +90,38 @@ def launch(args: argparse.Namespace, command_args: list[str]) -> int:
         subprocess.Popen(command, env=process_env(args, p, address))
         for p in range(args.num_processes)
     ]
+    trouble_at = []  # when a signal came or a process failed: the grace periods start
 
     def forward(signum, frame):
         del frame
+        trouble_at.append(time.monotonic())
         for process in processes:
             if process.poll() is None:
                 process.send_signal(signum)
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return _wait(processes, args.grace_s)
+        escalated = 0  # 1 after SIGTERM, 2 after SIGKILL
+        exit_order = []  # indices of the processes, as they are seen to exit
+        while len(exit_order) < len(processes):
+            exit_order += [
+                i for i, p in enumerate(processes) if p.poll() is not None and i not in exit_order
+            ]
+            if not trouble_at and any(p.returncode for p in processes):
+                trouble_at.append(time.monotonic())
+            waited = time.monotonic() - trouble_at[0] if trouble_at else 0.0
+            if escalated < 2 and waited > (escalated + 1) * args.grace_s:
+                for process in processes:
+                    if process.poll() is None:
+                        process.kill() if escalated else process.terminate()
+                escalated += 1
+            time.sleep(_POLL_S)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-
-
-def _wait(processes: list[subprocess.Popen], grace_s: float) -> int:
-    status, failed_at, escalated = 0, None, 0  # escalated: 1 after SIGTERM, 2 after SIGKILL
-    while any(p.poll() is None for p in processes):
-        if failed_at is None:
-            status = next((_status(p) for p in processes if p.returncode), 0)
-            failed_at = time.monotonic() if status else None
-        elif escalated < 2 and time.monotonic() - failed_at > (escalated + 1) * grace_s:
-            for process in processes:
-                if process.poll() is None:
-                    process.kill() if escalated else process.terminate()
-            escalated += 1
-        time.sleep(_POLL_S)
-    return status or next((_status(p) for p in processes if p.returncode), 0)
+    # The first failure is the cause; the others' statuses are its consequences.
+    failed = [processes[i] for i in exit_order if processes[i].returncode]
+    return _status(failed[0]) if failed else 0
 
 
 def _status(process: subprocess.Popen) -> int:

@@ -82,6 +82,16 @@ def test_launch_variables_are_checked_before_anything_starts():
     assert (args.num_processes, args.cpu_devices, theirs) == (2, 4, ["--workdir=x"])
 
 
+def test_one_failing_process_ends_the_launch_with_its_status():
+    """Process 1 exits with 5; the 2 others, stuck as if in a collective, are stopped after
+    the grace period (SIGTERM, then SIGKILL) instead of waiting forever."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "train")])}
+    launch = ["--num_processes=3", "--module=stuck_process", "--grace_s=0.5", "--", "1", "5"]
+    command = [sys.executable, "-m", "transformer_jax.launch_local", *launch]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 5, result.stderr
+
+
 def test_processes_keep_disjoint_rows_whose_union_is_the_global_batch(tmp_path, data_dir):
     """Each of 2 launched processes keeps half of every global batch; together, in process
     order, they are the batch one process reads, at each of 20 steps."""
