@@ -3,15 +3,17 @@
 Start: one process per host (a TPU VM of a pod slice, a node of a Slurm job, or one of the local
 processes of `python -m transformer_jax.launch_local`). A process joins a multi-process run when
 the environment names its place in it, JAX_COORDINATOR_ADDRESS ("host:port" of process 0),
-JAX_NUM_PROCESSES and JAX_PROCESS_ID, which are passed to `jax.distributed.initialize`; or when
+JAX_NUM_PROCESSES and JAX_PROCESS_ID, which are passed to `jax.distributed.initialize` (JAX
+itself reads only the first, so without this a bare `initialize()` ignores the others); or when
 `train.distributed = True` without them, which leaves the discovery to JAX (Cloud TPU metadata,
 Slurm's variables, Open MPI). On CPUs the processes talk through gloo collectives, JAX's default.
 
 Agree: every process runs the same loop on its rows of each global batch (train/parallel.py).
 Whatever is computed on the devices (losses, eval sums) comes back identical on every process,
 so a NaN stops all of them at the same step. What only the host sees, a signal, is shared with
-`any_process` before the loop acts on it: checkpoint saves and restores are collective, so a
-process that saved and left alone would leave the others waiting forever. Files outside the
+`any_process` before the loop acts on it, every step (about 2 ms on CPU gloo): checkpoint
+saves are collective, so a process that saved and left alone would leave the others waiting
+forever in their next step, with no checkpoint of the signalled step. Files outside the
 checkpoints (metrics.jsonl, TensorBoard events, config.json, tokenizer, summary.json, the run
 lock) are written by process 0 alone (`is_primary`); orbax already writes each checkpoint
 file once.
