@@ -9,7 +9,10 @@ end write `summary.json`. SIGTERM/SIGINT save a checkpoint and return; a non-fin
 disk) a "failed" one and raises `CheckpointSaveError`, both leaving the last good checkpoint
 untouched. A checkpoint also holds the loop's partial logging window and throughput so far, so
 that however a run is interrupted, its resumed metrics.jsonl equals an uninterrupted run's. The
-files of the run directory are described in transformer_jax/run_dir.py.
+files of the run directory are described in transformer_jax/run_dir.py. In a multi-process run
+(a pod slice; train/multihost.py) every process runs this loop on its rows of each batch and
+takes part in every checkpoint; process 0 alone writes the other files, and a signal to any
+process stops all of them at the same step.
 """
 
 import contextlib
