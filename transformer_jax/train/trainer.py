@@ -10,7 +10,9 @@ checkpoint that cannot be saved (a full disk) a "failed" one and raises `Checkpo
 leaving the last good checkpoint untouched. A checkpoint also holds the loop's partial logging
 window and throughput so far, so that however a run is interrupted, its resumed metrics.jsonl
 equals an uninterrupted run's. The files of the run directory are described in
-transformer_jax/run_dir.py.
+transformer_jax/run_dir.py. In a multi-process run (a pod slice; train/multihost.py) every process
+runs this loop on its rows of each batch and takes part in every checkpoint; process 0 alone writes
+the other files, and a signal to any process stops all of them at the same step.
 """
 
 import contextlib
@@ -29,6 +31,7 @@ from transformer_jax.config.model import upgrade_flat_model_config
 from transformer_jax.data import tokenizers
 from transformer_jax.defaults import FROM_DATA
 from transformer_jax.models import FAMILIES, build_model
+from transformer_jax.train import multihost
 from transformer_jax.train import step as steps
 from transformer_jax.train.bleu_eval import BleuEvaluator
 from transformer_jax.train.checkpoint import Checkpointer, CheckpointSaveError
@@ -293,11 +296,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     # Everything is validated: only now does the run directory change (a config that fails a
     # check must not leave a config.json that locks the workdir to it).
     workdir.mkdir(parents=True, exist_ok=True)
-    lock = run_dir.lock_run(workdir)  # Held until this function returns (or the process dies).
+    # Process 0 alone writes the run directory's files (checkpoints aside: every process takes
+    # part in saves and restores); see train/multihost.py.
+    primary = multihost.is_primary()
+    # Held until this function returns (or the process dies).
+    lock = run_dir.lock_run(workdir) if primary else None
     checkpointer = Checkpointer(
         workdir, every=train_cfg.checkpoint_every, keep=train_cfg.keep_checkpoints
     )
-    logger = MetricsLogger(workdir, total_steps=train_cfg.steps)
+    logger = MetricsLogger(workdir, total_steps=train_cfg.steps, writes=primary)
     # The placed state's shardings are the restore target, so a checkpoint written on any
     # number of devices loads onto this run's devices.
     restored = checkpointer.restore(parallel.host_state(state))
@@ -306,16 +313,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
         train_iter.set_state(data_state)
         logger.truncate_after(int(state.step))
         loop = checkpointer.restore_loop_state(int(state.step))
-        if changes:
+        if changes and primary:
             run_dir.record_resume(workdir, int(state.step), changes)
         print(f"Resumed {workdir} at step {int(state.step)}.", flush=True)
         state = parallel.place_state(state)
     else:
         logger.truncate_after(0)  # Lines of a process killed before its first checkpoint.
         loop = {}
-        run_dir.write_config(workdir, resolved)  # Nothing trained yet: this config is the run's.
+        if primary:  # Nothing trained yet: this config is the run's.
+            run_dir.write_config(workdir, resolved)
         print(f"{model_config.family}: {num_params:,} parameters.", flush=True)
-    if info.tokenizer is not None and not has_tokenizer:
+    if info.tokenizer is not None and not has_tokenizer and primary:
         if restored is not None:
             print(
                 f"{workdir} stores no tokenizer (it predates them): storing the one rebuilt "
@@ -390,7 +398,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
                             flush=True,
                         )
                     window_start = time.perf_counter()
-                stopping = stop.stop_requested()
+                # A signal may reach one process only (a preempted host): all stop together.
+                stopping = multihost.any_process(stop.stop_requested())
                 if logged or stopping:  # The checkpointer saves when due; a signal forces it.
                     checkpointer.save(
                         step,
@@ -419,17 +428,21 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
             bleu=bleu.summary() if bleu is not None else None,
             early_stop=early_stop.summary() if early_stop is not None else None,
         )
-        run_dir.write_summary(workdir, summary)
+        if primary:
+            run_dir.write_summary(workdir, summary)
         return summary
-    except NonFiniteError as error:
-        run_dir.write_summary(workdir, outcome("diverged", error.step, error=str(error)))
+    except NonFiniteError as error:  # Raised on every process: the loss is the global one.
+        if primary:
+            run_dir.write_summary(workdir, outcome("diverged", error.step, error=str(error)))
         raise
     except CheckpointSaveError as error:
         # The full disk may not take the summary either; the raised error still says why.
         with contextlib.suppress(OSError):
-            run_dir.write_summary(workdir, outcome("failed", step, error=str(error)))
+            if primary:
+                run_dir.write_summary(workdir, outcome("failed", step, error=str(error)))
         raise
     finally:
         checkpointer.close()
         logger.close()
-        lock.close()
+        if lock is not None:
+            lock.close()
