@@ -75,6 +75,9 @@ class RunSummary:
     error: why a diverged or failed run stopped; None otherwise.
     bleu: translation runs (train.bleu): the test decoding settings, sacreBLEU signatures and
       the translations file (transformer_jax/train/bleu_eval.py); None otherwise.
+    early_stop: runs with train.early_stop_metric: the criterion, the best value and its step,
+      and stopped_step and reason when it stopped before train.steps
+      (transformer_jax/train/early_stop.py); None otherwise.
     """
 
     status: Status
@@ -85,6 +88,7 @@ class RunSummary:
     wall_time_s: float | None = None
     error: str | None = None
     bleu: dict[str, Any] | None = None
+    early_stop: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

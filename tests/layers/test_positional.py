@@ -126,3 +126,63 @@ def test_hooks_of_each_encoding():
         assert (bias is not None) == (kind == "alibi"), kind
     with pytest.raises(ValueError, match=r"model.positional.kind='fourier' is not valid"):
         registry["fourier"]
+
+
+def _valid(lengths, width):
+    return jnp.arange(width)[None, :] < jnp.asarray(lengths)[:, None]
+
+
+@pytest.mark.parametrize("scheme", ["offset", "randomized"])
+def test_training_positions_are_ordered_in_range_and_deterministic(scheme):
+    valid_BT = _valid([1, 3, 6, 6, 2], 6)
+    key = jax.random.PRNGKey(3)
+    pos_BT = np.asarray(positional.training_positions(scheme, key, valid_BT, 20))
+    assert pos_BT.dtype == np.int32 and pos_BT.shape == (5, 6)
+    assert pos_BT.min() >= 0 and pos_BT.max() < 20
+    for row, n in zip(pos_BT, [1, 3, 6, 6, 2], strict=True):
+        assert np.all(np.diff(row[:n]) > 0), row  # real tokens: strictly increasing
+    again = positional.training_positions(scheme, key, valid_BT, 20)
+    np.testing.assert_array_equal(again, pos_BT)
+    other = positional.training_positions(scheme, jax.random.PRNGKey(4), valid_BT, 20)
+    assert not np.array_equal(other, pos_BT)
+
+
+def test_offset_positions_are_consecutive_from_a_random_start_covering_the_table():
+    n = 5
+    valid_BT = _valid([n] * 2000, 8)
+    pos_BT = np.asarray(
+        positional.training_positions("offset", jax.random.PRNGKey(0), valid_BT, 12)
+    )
+    starts = pos_BT[:, 0]
+    np.testing.assert_array_equal(pos_BT[:, :n], starts[:, None] + np.arange(n))
+    # Offsets are uniform over every start that keeps the n real tokens in the table.
+    assert set(starts.tolist()) == set(range(12 - n + 1))
+
+
+def test_randomized_positions_are_a_uniform_sorted_subset_for_each_real_length():
+    """Ruoss et al. 2023: n positions drawn without replacement from [0, L), sorted. The
+    first of n uniform draws from L slots has mean (L - n) / (n + 1) in closed form."""
+    length, n = 20, 3
+    valid_BT = _valid([n] * 4000, 6)
+    pos_BT = np.asarray(
+        positional.training_positions("randomized", jax.random.PRNGKey(1), valid_BT, length)
+    )
+    assert len({tuple(r) for r in pos_BT[:, :n]}) > 500  # many distinct subsets
+    np.testing.assert_allclose(pos_BT[:, 0].mean(), (length - n) / (n + 1), rtol=0.05)
+    # Even a short row reaches the end of the range, which plain positions never would.
+    assert pos_BT[:, n - 1].max() == length - 1
+
+
+def test_training_positions_need_room_in_the_table():
+    with pytest.raises(ValueError, match="more than model.positional.max_len=4"):
+        positional.training_positions("offset", jax.random.PRNGKey(0), _valid([2], 6), 4)
+
+
+@pytest.mark.parametrize(
+    ("kind", "scheme"), [("none", "offset"), ("alibi", "offset"), ("rotary", "offset")]
+)
+def test_train_positions_an_encoding_cannot_see_is_rejected(kind, scheme):
+    with pytest.raises(ValueError, match=rf"train_positions='{scheme}' has no effect .*'{kind}'"):
+        PositionalConfig(kind=kind, train_positions=scheme)
+    with pytest.raises(ValueError, match=r"train_positions='shuffled'.*'randomized'"):
+        PositionalConfig(train_positions="shuffled")

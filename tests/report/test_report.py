@@ -192,3 +192,43 @@ def test_curve_aggregation_mean_min_max():
     assert mean.tolist() == [4.0, 2.0, 1.0]
     assert lo.tolist() == [3.0, 2.0, 1.0] and hi.tolist() == [5.0, 2.0, 1.0]
     assert stats.mean([3.0, 5.0]) == 4.0
+
+
+def test_length_metrics_group_test_length_splits_by_metric():
+    metrics = (
+        "test/seq_accuracy",
+        "test_len40/seq_accuracy",
+        "test_len10/seq_accuracy",
+        "test_len10/token_accuracy",
+        "test_len20/seq_accuracy",
+    )
+    assert plots.length_metrics(metrics) == {  # one length only: no curve for token_accuracy
+        "seq_accuracy": {
+            10: "test_len10/seq_accuracy",
+            20: "test_len20/seq_accuracy",
+            40: "test_len40/seq_accuracy",
+        }
+    }
+
+
+def test_report_plots_accuracy_against_test_length_per_variant(tmp_path):
+    lengths = (10, 20, 40)
+    sweep = Sweep(
+        config="configs/length_generalization.py",
+        variants={"sinusoidal": {}, "alibi": {"model.positional.kind": "alibi"}},
+        seeds=(0, 1),
+        metrics=tuple(f"test_len{n}/seq_accuracy" for n in lengths),
+        baseline="sinusoidal",
+    )
+    workdir = str(tmp_path / "sweep")
+    write_sweep_json(workdir, sweep)
+    for variant, decay in (("sinusoidal", 0.5), ("alibi", 0.9)):
+        for seed in sweep.seeds:
+            metrics = {f"test_len{n}": {"seq_accuracy": decay ** (n / 10)} for n in lengths}
+            write_run(workdir, variant, seed, "finished", metrics)
+    report = _read(write_report(workdir))
+    assert "![seq_accuracy against test length](length_seq_accuracy.png)" in report
+    assert os.path.getsize(os.path.join(workdir, "length_seq_accuracy.png")) > 1000
+    # No variant with values at two lengths: no figure.
+    rows = []
+    assert not plots.plot_length_curve(rows, "seq_accuracy", {10: "x"}, str(tmp_path / "p.png"))

@@ -32,3 +32,28 @@ def test_shipped_sweep_loads_and_every_variant_builds(name, monkeypatch):
             TrainConfig.from_dict(config.train.to_dict())
         except ValueError as error:
             raise AssertionError(f"{name}: variant {variant!r}: {error}") from error
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "variant"),
+    [("universal_table4.py", "ut_act_offset"), ("length_generalization.py", "randomized")],
+)
+def test_issue16_sweeps_run_quick_and_log_every_metric_they_report(
+    name, variant, tmp_path, monkeypatch
+):
+    """The --quick path of the #16 sweeps: a shrunk run of their most involved variant trains,
+    and its summary holds every metric the sweep's report reads."""
+    from transformer_jax.train.trainer import train_and_evaluate
+
+    monkeypatch.chdir(REPO)
+    sweep = load_sweep(f"experiments/{name}")
+    config = defaults.from_file(sweep.config, ",".join(filter(None, (sweep.config_arg, "quick"))))
+    for key, value in sweep.variants[variant].items():
+        config_path.set_value(key, config, value)
+    config.data.data_dir = str(tmp_path / "tfds")
+    config.train.update(steps=20, log_every=10, eval_every=20, checkpoint_every=20)
+    summary = train_and_evaluate(config, str(tmp_path / "run"))
+    for metric in sweep.metrics:
+        split, _, key = metric.partition("/")
+        assert key in summary.metrics[split], metric

@@ -145,3 +145,32 @@ def test_seed_groups_train_each_variant_in_one_process(project):
     # A rerun resumes as separate runs do: only the failed seeds start again (as one group).
     assert run_demo(grouped, variants=variants)["diverged"] == 2
     assert calls(grouped, "base", 0) == 1 and calls(grouped, "flaky", 0) == 2
+
+
+@pytest.mark.parametrize(
+    "sweep_file, grouped",
+    [("experiments/quickstart.py", True), ("experiments/length_generalization.py", False)],
+)
+def test_variants_that_stop_early_train_seed_by_seed(sweep_file, grouped, tmp_path, monkeypatch):
+    """Early stopping ends each seed at its own step, which one vmapped program cannot do: a
+    seed group would silently train every seed to train.steps."""
+    from pathlib import Path
+
+    from transformer_jax.sweep import load_sweep
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])  # sweeps name configs from the root
+    sweep = load_sweep(sweep_file)
+    spec = f"{sweep.config}:{sweep.config_arg}" if sweep.config_arg else sweep.config
+    todo = runner.plan(sweep, str(tmp_path), spec)
+    units = runner.launches(sweep, str(tmp_path), todo, spec, runner.DEFAULT_MAIN, True)
+    expected = len(sweep.variants) if grouped else len(todo)
+    assert len(units) == expected
+
+
+def test_a_seed_group_refuses_early_stopping():
+    from transformer_jax.config import TrainConfig
+    from transformer_jax.train.seed_group import check_group_parallelism
+
+    train_cfg = TrainConfig.from_dict({"early_stop_metric": "test/seq_accuracy"})
+    with pytest.raises(ValueError, match="train.early_stop_metric='test/seq_accuracy'"):
+        check_group_parallelism(train_cfg)

@@ -138,3 +138,17 @@ def test_bad_metrics_raise(tmp_path, metrics, message):
         pytest.raises(ValueError, match=message),
     ):
         logger.write(1, "train", metrics)
+
+
+def test_a_logger_that_does_not_write_leaves_files_and_console_alone(tmp_path):
+    """Every process but the first of a multi-process run: process 0's metrics.jsonl is neither
+    read (it may be rewriting it) nor appended to, and no events file or console line appears."""
+    (tmp_path / METRICS_FILE).write_text('{"step": 20, "split": "train", "loss": 1.0}\n')
+    stream = io.StringIO()
+    with MetricsLogger(tmp_path, total_steps=10, stream=stream, writes=False) as logger:
+        assert logger.truncate_after(0) == 0
+        logger.write(1, "train", {"loss": 2.0})
+        logger.write(1, "test", {"loss": 3.0})
+    assert sorted(os.listdir(tmp_path)) == [METRICS_FILE]
+    assert (tmp_path / METRICS_FILE).read_text() == '{"step": 20, "split": "train", "loss": 1.0}\n'
+    assert stream.getvalue() == ""

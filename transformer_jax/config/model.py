@@ -82,13 +82,26 @@ class PositionalConfig:
     kind: str = "sinusoidal"  # sinusoidal | learned | rotary | alibi | none | index
     base: float = 10000.0  # wavelength base of the sinusoidal table and of rotary angles
     max_len: int = 256  # longest sequence, in tokens; sizes position tables
+    # Positions during training only (evaluation always uses 0, 1, 2, ...): plain; offset,
+    # each sequence starts at a random offset (tensor2tensor's position_start_index="random");
+    # randomized, an ordered random subset of 0 .. max_len - 1 (Ruoss et al. 2023). Both let
+    # training reach the positions of longer test inputs. See layers.positional.
+    train_positions: str = "plain"
 
     def __post_init__(self):
-        from transformer_jax.layers.positional import ENCODINGS
+        from transformer_jax.layers.positional import ENCODINGS, TRAIN_POSITIONS
 
         F.check_choice(f"{self.PREFIX}.kind", self.kind, ENCODINGS.names())
         F.check_float(f"{self.PREFIX}.base", self.base, above=1.0)
         F.check_int(f"{self.PREFIX}.max_len", self.max_len, 1)
+        F.check_choice(f"{self.PREFIX}.train_positions", self.train_positions, TRAIN_POSITIONS)
+        valid = ENCODINGS[self.kind].train_positions
+        if self.train_positions not in valid:
+            raise ValueError(
+                f"{self.PREFIX}.train_positions={self.train_positions!r} has no effect with "
+                f"{self.PREFIX}.kind={self.kind!r} (it reads only distances between positions, "
+                f"or none); valid for {self.kind!r}: {list(valid)}"
+            )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -58,6 +58,15 @@ class TrainConfig:
     # Dropout's random bits: "partitionable" (the same masks however the batch is sharded),
     # "sequential" (faster on CPUs) or "auto" (sequential on one device); see train/step.py.
     threefry: str = "auto"
+    # Early stopping (train/early_stop.py): "" trains all `steps`; "split/metric" (e.g.
+    # "test/seq_accuracy", an eval split and a logged metric; names ending in "loss" must fall,
+    # others rise) stops after early_stop_patience evaluations in a row without an improvement
+    # larger than early_stop_min_delta, from early_stop_min_steps on. `steps` stays the upper
+    # bound.
+    early_stop_metric: str = ""
+    early_stop_patience: int = 5  # evaluations
+    early_stop_min_delta: float = 0.0
+    early_stop_min_steps: int = 0  # never stop before this step
 
     def __post_init__(self):
         for name in ("steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
@@ -77,6 +86,16 @@ class TrainConfig:
         F.check_float("train.weight_decay", self.weight_decay, at_least=0.0)
         F.check_float("train.grad_clip_norm", self.grad_clip_norm, at_least=0.0)
         F.check_float("train.beam_alpha", self.beam_alpha, at_least=0.0)
+        F.check_int("train.early_stop_patience", self.early_stop_patience, 1)
+        F.check_int("train.early_stop_min_steps", self.early_stop_min_steps, 0)
+        F.check_float("train.early_stop_min_delta", self.early_stop_min_delta, at_least=0.0)
+        metric = self.early_stop_metric
+        split, _, name = metric.partition("/") if isinstance(metric, str) else ("", "", "")
+        if not isinstance(metric, str) or (metric and not (split and name)):
+            raise ValueError(
+                f"train.early_stop_metric={self.early_stop_metric!r} must be '' (off) or "
+                "'split/metric', e.g. 'test/seq_accuracy'"
+            )
         for name in ("diagnostics", "generate_eval", "distributed", "bleu"):
             F.check_bool(f"train.{name}", getattr(self, name))
         if not isinstance(self.compilation_cache_dir, str):

@@ -2,6 +2,9 @@
 
 Batches (contract): "inputs" int32 [B, max_input_len] (symbols, 0-padded, no BOS/EOS),
 "targets" int32 [B, max_target_len] (answer, EOS, 0-padding), "example_weights" float32 [B].
+With data.layout="prompt" (an "lm" dataset for decoder-only models) there are no "inputs":
+"targets" holds inputs, "=", answer, EOS and "targets_weights" float32 [B, max_target_len] marks
+the answer and its EOS, the only tokens scored.
 """
 
 from collections.abc import Sequence
@@ -13,13 +16,46 @@ import ml_collections
 import numpy as np
 
 from transformer_jax.data import algorithmic, builders, pipeline
-from transformer_jax.data.batching import Batch, rows_to_batches, seq2seq_row, stack
+from transformer_jax.data.batching import Batch, prompt_row, rows_to_batches, seq2seq_row, stack
 from transformer_jax.data.checks import require, require_at_least, resolve_max_len
 from transformer_jax.data.info import DatasetInfo
 from transformer_jax.data.sources import open_split
 from transformer_jax.data.tokenizers import MAX_NUM_SYMBOLS, CharTokenizer, symbol_alphabet
 
 _READ_CHUNK = 1024  # examples per batched read when materialising an eval split
+LAYOUTS = ("seq2seq", "prompt")
+PROMPT_SEPARATOR = "="  # between a prompt's inputs and answer; in no task's alphabet
+
+
+def _check_variant(cfg: ml_collections.ConfigDict) -> None:
+    require(cfg.layout in LAYOUTS, "layout", cfg.layout, LAYOUTS)
+    require(cfg.variant in algorithmic.VARIANTS, "variant", cfg.variant, algorithmic.VARIANTS)
+    for length in cfg.test_lengths:
+        require(isinstance(length, int) and length >= 1, "test_lengths", cfg.test_lengths, ">= 1")
+    if cfg.variant != "t2t":
+        return
+    t2t_only = f"one of {algorithmic.T2T_TASKS} with variant='t2t'"
+    require(cfg.name in algorithmic.T2T_TASKS, "name", cfg.name, t2t_only)
+    require(
+        cfg.min_len == 1, "min_len", cfg.min_len, "1 with variant='t2t' (its lengths start at 1)"
+    )
+    if cfg.name == "addition":
+        require(
+            not cfg.reverse_answer,
+            "reverse_answer",
+            cfg.reverse_answer,
+            "False with variant='t2t' (whose sums are always least significant digit first)",
+        )
+        shortest = min((cfg.max_len, *cfg.test_lengths))
+        # Two operands of at least one digit and the separator.
+        require(
+            shortest >= 3,
+            "max_len" if shortest == cfg.max_len else "test_lengths",
+            shortest,
+            ">= 3 input tokens for t2t addition",
+        )
+    else:
+        require(cfg.num_symbols == 10, "num_symbols", cfg.num_symbols, "10 with variant='t2t'")
 
 
 def _check_lengths(cfg: ml_collections.ConfigDict) -> None:
@@ -28,7 +64,14 @@ def _check_lengths(cfg: ml_collections.ConfigDict) -> None:
     require_at_least("num_train", cfg.num_train, 1)
     require_at_least("num_test", cfg.num_test, 1)
     require_at_least("num_test_long", cfg.num_test_long, 0)
-    if cfg.num_test_long > 0:
+    if cfg.num_test_long > 0 and cfg.variant == "t2t":
+        require(
+            cfg.long_max_len > cfg.max_len,
+            "long_max_len",
+            cfg.long_max_len,
+            f"> max_len={cfg.max_len} (test_long must reach past train), or num_test_long=0",
+        )
+    elif cfg.num_test_long > 0:
         # test_long measures length generalisation, so it must be strictly longer than train.
         require(
             cfg.long_min_len > cfg.max_len,
@@ -58,9 +101,13 @@ class AlgorithmicData:
                 num_symbols,
                 f"2 .. {MAX_NUM_SYMBOLS}",
             )
+        _check_variant(cfg)
         _check_lengths(cfg)
-        longest = cfg.long_max_len if cfg.num_test_long > 0 else cfg.max_len
-        need_in, need_tgt = algorithmic.max_lengths(task, longest)
+        variant = cfg.variant
+        longest = max(
+            (cfg.long_max_len if cfg.num_test_long > 0 else cfg.max_len, *cfg.test_lengths)
+        )
+        need_in, need_tgt = algorithmic.max_lengths(task, longest, variant)
         why = f"{task} with sequences up to {longest} " + ("digits" if is_addition else "symbols")
         max_input_len = resolve_max_len("max_input_len", cfg.max_input_len, need_in, why)
         max_target_len = resolve_max_len(
@@ -79,6 +126,8 @@ class AlgorithmicData:
             num_test_long=cfg.num_test_long,
             reverse_answer=is_addition and cfg.reverse_answer,  # an addition-only field
             data_seed=cfg.data_seed,
+            variant=variant,
+            test_lengths=tuple(cfg.test_lengths),
         )
         builder = builders.AlgorithmicSeq2seq(
             config=config, data_dir=cfg.data_dir, file_format="array_record"
@@ -87,16 +136,30 @@ class AlgorithmicData:
         self.tfds_name = f"{builder.name}/{config.name}"
         self._data_dir = cfg.data_dir
         alphabet = algorithmic.ADDITION_ALPHABET if is_addition else symbol_alphabet(num_symbols)
+        self._prompt = cfg.layout == "prompt"
+        if self._prompt:
+            alphabet += PROMPT_SEPARATOR
         tokenizer = CharTokenizer(alphabet, source=f"the symbols of data.name={cfg.name!r}")
+        by_length = {builders.length_split(n): n for n in cfg.test_lengths}
         eval_splits = ("test", "test_long") if cfg.num_test_long > 0 else ("test",)
+        eval_splits += tuple(by_length)
         split_lengths = {}
         if cfg.max_input_len == -1 and cfg.max_target_len == -1:
-            # Derived lengths: train and test are padded only as far as their sequences go.
-            short = algorithmic.max_lengths(task, cfg.max_len)
+            # Derived lengths: each split is padded only as far as its sequences go.
+            short = algorithmic.max_lengths(task, cfg.max_len, variant)
             split_lengths = {"train": short, "test": short}
+            if cfg.num_test_long > 0:
+                split_lengths["test_long"] = algorithmic.max_lengths(
+                    task, cfg.long_max_len, variant
+                )
+            for split, n in by_length.items():
+                split_lengths[split] = algorithmic.max_lengths(task, n, variant)
+        if self._prompt:  # One decoder-only row: inputs, separator, answer, EOS.
+            max_input_len, max_target_len = 0, max_input_len + 1 + max_target_len
+            split_lengths = {k: (0, n + 1 + m) for k, (n, m) in split_lengths.items()}
         self.info = DatasetInfo(
             name=task,
-            kind="seq2seq",
+            kind="lm" if self._prompt else "seq2seq",
             vocab_size=tokenizer.vocab_size,
             max_input_len=max_input_len,
             max_target_len=max_target_len,
@@ -107,6 +170,11 @@ class AlgorithmicData:
 
     def _rows(self, examples: Sequence[dict[str, Any]], split: str) -> list:
         input_len, target_len = self.info.padded_lengths(split)
+        if self._prompt:
+            separator = self.info.vocab_size - 1  # the alphabet's last symbol
+            return [
+                prompt_row(ex["inputs"], ex["targets"], separator, target_len) for ex in examples
+            ]
         return [seq2seq_row(ex["inputs"], ex["targets"], input_len, target_len) for ex in examples]
 
     def _read_batch(self, source, indices: np.ndarray) -> Batch:

@@ -1,4 +1,5 @@
-"""Fixed-shape rows and batches (contract): 0-padding, EOS after targets, example_weights.
+"""Fixed-shape rows and batches (contract): 0-padding, EOS after targets, example_weights, and
+optionally "targets_weights" (per-token loss weights, e.g. only a prompt's answer).
 
 A ragged last eval batch is completed with all-zero rows of weight 0, so every batch has the
 same shapes and a jitted eval step compiles once.
@@ -31,6 +32,17 @@ def seq2seq_row(inputs, targets, max_input_len: int, max_target_len: int) -> Row
         "inputs": pad(inputs, max_input_len),
         "targets": pad(with_eos(targets), max_target_len),
     }
+
+
+def prompt_row(inputs, targets, separator: int, length: int) -> Row:
+    """A seq2seq example as one decoder-only row: "targets" [length] = inputs, separator,
+    targets, EOS; "targets_weights" float32 [length] = 1 on the answer and its EOS only, so the
+    loss and the accuracies score the answer given the prompt, as an encoder-decoder's do."""
+    prompt = len(inputs) + 1
+    weights = np.zeros(length, dtype=np.float32)
+    weights[prompt : prompt + len(targets) + 1] = 1.0
+    ids = np.concatenate([np.asarray(inputs, np.int32), [separator], with_eos(targets)])
+    return {"targets": pad(ids, length), "targets_weights": weights}
 
 
 def stack(rows: Sequence[Row], batch_size: int | None = None) -> Batch:

@@ -62,25 +62,36 @@ class AlgorithmicConfig(tfds.core.BuilderConfig):
     num_test_long: int = 100
     reverse_answer: bool = False
     data_seed: int = 0
+    variant: str = "default"  # or "t2t": see algorithmic.t2t_examples
+    test_lengths: tuple[int, ...] = ()  # one split "test_len<L>" per length, all of length L
+
+
+def length_split(length: int) -> str:
+    """The eval split whose sequences all have `length` symbols (addition: see the variant)."""
+    return f"test_len{length}"
 
 
 def algorithmic_config(**params) -> AlgorithmicConfig:
     """The config, named after every parameter.
 
-    E.g. "reverse-sym10-len1to20-long21to40-n1000-100-100-seed0".
+    E.g. "reverse-sym10-len1to20-long21to40-n1000-100-100-seed0", with "-t2t" and
+    "-at40.400" (test_lengths) appended when set.
     """
     c = AlgorithmicConfig(name="unnamed", **params)
     symbols = "" if c.task == "addition" else f"-sym{c.num_symbols}"
     answer = "-revans" if c.task == "addition" and c.reverse_answer else ""
+    variant = "" if c.variant == "default" else f"-{c.variant}"
+    at = f"-at{'.'.join(map(str, c.test_lengths))}" if c.test_lengths else ""
     c.name = (
         f"{c.task}{symbols}-len{c.min_len}to{c.max_len}-long{c.long_min_len}to{c.long_max_len}"
-        f"-n{c.num_train}-{c.num_test}-{c.num_test_long}-seed{c.data_seed}{answer}"
+        f"-n{c.num_train}-{c.num_test}-{c.num_test_long}-seed{c.data_seed}{answer}{variant}{at}"
     )
     return c
 
 
 class AlgorithmicSeq2seq(_OfflineBuilder, skip_registration=True):
-    """Copy / reverse / sort / addition with splits train, test and test_long (longer inputs)."""
+    """Copy / reverse / sort / addition with splits train, test and test_long (longer inputs),
+    and one test_len<L> split per entry of test_lengths."""
 
     name = "algorithmic_seq2seq"
     VERSION = tfds.core.Version("1.0.0")
@@ -101,27 +112,38 @@ class AlgorithmicSeq2seq(_OfflineBuilder, skip_registration=True):
     def _split_generators(self, dl_manager):
         del dl_manager  # Nothing to download.
         c = self.builder_config
-        # One independent stream per split, so changing num_test never changes the train set.
-        train_ss, test_ss, long_ss = np.random.SeedSequence(c.data_seed).spawn(3)
+        # One independent stream per split, so changing num_test never changes the train set
+        # (spawned children do not depend on how many are spawned).
+        seeds = np.random.SeedSequence(c.data_seed).spawn(3 + len(c.test_lengths))
+        # tensor2tensor's dev split (our test_long) draws lengths from 1, like its train split.
+        long_min = 1 if c.variant == "t2t" else c.long_min_len
         splits = {
-            "train": (train_ss, c.num_train, c.min_len, c.max_len),
-            "test": (test_ss, c.num_test, c.min_len, c.max_len),
+            "train": (seeds[0], c.num_train, c.min_len, c.max_len),
+            "test": (seeds[1], c.num_test, c.min_len, c.max_len),
         }
         if c.num_test_long > 0:
-            splits["test_long"] = (long_ss, c.num_test_long, c.long_min_len, c.long_max_len)
+            splits["test_long"] = (seeds[2], c.num_test_long, long_min, c.long_max_len)
+        for seed, length in zip(seeds[3:], c.test_lengths, strict=True):
+            splits[length_split(length)] = (seed, c.num_test, length, length)
         return {name: self._generate_examples(*args) for name, args in splits.items()}
 
     def _generate_examples(self, seed_seq, num_examples, min_len, max_len):
         c = self.builder_config
-        examples = algorithmic.generate_examples(
-            c.task,
-            np.random.default_rng(seed_seq),
-            num_examples,
-            min_len=min_len,
-            max_len=max_len,
-            num_symbols=c.num_symbols,
-            reverse_answer=c.reverse_answer,
-        )
+        rng = np.random.default_rng(seed_seq)
+        if c.variant == "t2t":  # min_len is 1, or max_len for a test_len<L> split
+            examples = algorithmic.t2t_examples(
+                c.task, rng, num_examples, max_len=max_len, exact_len=min_len == max_len
+            )
+        else:
+            examples = algorithmic.generate_examples(
+                c.task,
+                rng,
+                num_examples,
+                min_len=min_len,
+                max_len=max_len,
+                num_symbols=c.num_symbols,
+                reverse_answer=c.reverse_answer,
+            )
         for i, (x, y) in enumerate(examples):
             yield i, {"inputs": x, "targets": y}
 

@@ -41,6 +41,14 @@ def _algorithmic(name: str) -> ml_collections.ConfigDict:
     c.data_seed = 0  # seed that generates the dataset (part of its cache name)
     c.max_input_len = -1  # padded inputs length in tokens; -1 = longest possible input
     c.max_target_len = -1  # padded targets length in tokens incl. EOS; -1 = longest + 1
+    # default: the layout above; t2t: tensor2tensor's algorithmic_*_decimal40 generators (copy,
+    # reverse, addition; min_len=1, lengths count input tokens, addition is little-endian with a
+    # separator; test_long draws lengths 1..long_max_len, as its dev split; long_min_len unused).
+    c.variant = "default"
+    c.test_lengths = ()  # extra eval splits test_len<L>, num_test examples all of length L
+    # seq2seq: inputs and targets (encoder-decoder); prompt: one row "inputs = answer" with the
+    # loss on the answer only, for a decoder-only model (an "lm" dataset).
+    c.layout = "seq2seq"
     return c
 
 

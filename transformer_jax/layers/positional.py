@@ -8,7 +8,8 @@ declares what it does through hooks, every one a no-op by default:
   grid_signal  the additive signal of a ViT's 2-D patch grid (learned, sinusoidal), or None to
                use the 1-D hooks on the row-major patch index;
   limited_to_table  positions must stay below model.positional.max_len (table lookups);
-  check        reject model configs the encoding cannot serve (rotary: an odd head dimension).
+  check        reject model configs the encoding cannot serve (rotary: an odd head dimension);
+  train_positions  the `model.positional.train_positions` that change what it sees.
 `none` leaves the model blind to order (NTHU slide 21, the "Amy" example). A new encoding is a
 new subclass registered here, plus its tests; the stacks, the ViT and decoding call the hooks.
 """
@@ -17,6 +18,7 @@ import dataclasses
 from typing import ClassVar
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -85,15 +87,65 @@ def alibi_bias(
     return -slopes_N[None, :, None, None] * distance_BTS[:, None, :, :]
 
 
+TRAIN_POSITIONS = ("plain", "offset", "randomized")
+
+
+def training_positions(
+    scheme: str, key: jnp.ndarray, valid_BT: jnp.ndarray, max_len: int
+) -> jnp.ndarray:
+    """Positions (B, T) int32 for one training batch whose real tokens are `valid_BT`'s leading
+    True entries; every position lies in [0, max_len), and a row's real tokens get strictly
+    increasing positions, so position-built causal masks stay correct.
+
+    offset: row b's positions are o_b, o_b + 1, ... with o_b uniform in [0, max_len - n_b]
+      (n_b its real tokens), so every position of the table is trained. tensor2tensor's
+      position_start_index="random" draws one offset per batch in [0, T) instead.
+    randomized: row b's real tokens get n_b positions drawn uniformly without replacement
+      from [0, max_len) and sorted (Ruoss et al. 2023, §3); drawn for the real length, not the
+      padded one, so that long rows and short rows alike reach the end of the range.
+    Padding gets distinct unused positions (offset: clipped to max_len - 1); attention masks
+    it out.
+    """
+    batch, length = valid_BT.shape
+    if length > max_len:
+        raise ValueError(
+            f"the input has {length} positions, more than model.positional.max_len={max_len}, "
+            "the range training positions are drawn from; raise max_len"
+        )
+    n_B1 = valid_BT.sum(axis=1, keepdims=True).astype(jnp.int32)
+    if scheme == "offset":
+        offset_B1 = jax.random.randint(key, (batch, 1), 0, max_len - n_B1 + 1)
+        steps_1T = jnp.arange(length, dtype=jnp.int32)[None, :]
+        return jnp.minimum(offset_B1 + steps_1T, max_len - 1)
+    if scheme == "randomized":
+        # The n_b slots of lowest random score are chosen; sorting chosen-first, then by slot,
+        # lists them in increasing order, followed by the unchosen ones.
+        scores_BL = jax.random.uniform(key, (batch, max_len))
+        rank_BL = jnp.argsort(jnp.argsort(scores_BL, axis=1), axis=1)
+        slots_1L = jnp.arange(max_len, dtype=jnp.int32)[None, :]
+        order_BL = jnp.argsort(jnp.where(rank_BL < n_B1, 0, max_len) + slots_1L, axis=1)
+        return order_BL[:, :length].astype(jnp.int32)
+    raise ValueError(f"model.positional.train_positions={scheme!r}; valid: {TRAIN_POSITIONS}")
+
+
 ENCODINGS: Registry[type["PositionalEncoding"]] = Registry("model.positional.kind")
 
 
 @dataclasses.dataclass(frozen=True)
 class PositionalEncoding:
-    """No position signal at all (`none`); the base of every encoding, all hooks no-ops."""
+    """No position signal at all (`none`); the base of every encoding, all hooks no-ops.
+
+    Longer inputs: an encoder is blind to order at every length (reverse is impossible); a
+    causal decoder can still count its prefix through the mask (Kazemnejad et al. 2023,
+    "NoPE"), so nothing position-specific breaks past the training length, but counting
+    precision decays as attention spreads over more keys.
+    """
 
     config: PositionalConfig
     limited_to_table: ClassVar[bool] = False
+    # Absolute encodings read every scheme; relative ones (rotary, alibi) are blind to an
+    # offset but see the stretched distances of randomized positions; `none` sees nothing.
+    train_positions: ClassVar[tuple[str, ...]] = ("plain",)
 
     def check(self, model_config) -> None:
         """Raises ValueError for a ModelConfig this encoding cannot serve."""
@@ -128,9 +180,17 @@ ENCODINGS.add("none", PositionalEncoding)
 @dataclasses.dataclass(frozen=True)
 class Sinusoidal(PositionalEncoding):
     """The paper's fixed table (Vaswani §3.5); 2-D sin-cos on a ViT grid (rows, then columns,
-    as MAE and big_vision do; the class token gets zeros)."""
+    as MAE and big_vision do; the class token gets zeros).
+
+    Longer inputs: the table is defined everywhere, and Vaswani et al. chose it hoping it
+    "may allow the model to extrapolate", but positions past training are vectors the layers
+    never saw; Press et al. (2022) find it degrades within ~20 tokens past L. With
+    train_positions="offset" or "randomized" every position up to max_len is seen in training,
+    which predicts no cliff at the training length.
+    """
 
     limited_to_table: ClassVar[bool] = True
+    train_positions: ClassVar[tuple[str, ...]] = TRAIN_POSITIONS
 
     def embed(self, x_BTD, pos_BT):
         table_LD = sinusoidal_table(self.config.max_len, x_BTD.shape[-1], self.config.base)
@@ -147,9 +207,15 @@ class Sinusoidal(PositionalEncoding):
 @dataclasses.dataclass(frozen=True)
 class Learned(PositionalEncoding):
     """One learned vector per position (BERT, GPT-2, ViT's default: one per patch and one for
-    the class token, the paper's 1-D table over the row-major patch index)."""
+    the class token, the paper's 1-D table over the row-major patch index).
+
+    Longer inputs: rows past the longest training position keep their random initialisation
+    (no gradient ever reaches them), so accuracy should collapse right after the training
+    length; offset or randomized training positions train every row and remove that cliff.
+    """
 
     limited_to_table: ClassVar[bool] = True
+    train_positions: ClassVar[tuple[str, ...]] = TRAIN_POSITIONS
 
     def embed(self, x_BTD, pos_BT):
         table = nn.Embed(
@@ -173,7 +239,13 @@ class Learned(PositionalEncoding):
 @dataclasses.dataclass(frozen=True)
 class Index(PositionalEncoding):
     """The lecture's counter-example: the raw positions 1, 2, 3, ... added to every feature
-    (NTHU slide 22)."""
+    (NTHU slide 22).
+
+    Longer inputs: the signal's magnitude grows without bound and swamps the token embedding,
+    so accuracy should fall as soon as positions exceed those seen in training.
+    """
+
+    train_positions: ClassVar[tuple[str, ...]] = TRAIN_POSITIONS
 
     def embed(self, x_BTD, pos_BT):
         return x_BTD + jnp.broadcast_to((pos_BT + 1)[..., None], x_BTD.shape).astype(x_BTD.dtype)
@@ -182,7 +254,15 @@ class Index(PositionalEncoding):
 @ENCODINGS.register("rotary")
 @dataclasses.dataclass(frozen=True)
 class Rotary(PositionalEncoding):
-    """RoFormer (Su et al. 2021): queries and keys rotated by their positions."""
+    """RoFormer (Su et al. 2021): queries and keys rotated by their positions.
+
+    Longer inputs: logits depend on m - n only, so no absolute position is new, but distances
+    past the training length are; Press et al. (2022) measure a slow degradation (~L + 200
+    tokens in language modelling) rather than a cliff. Randomized positions train the larger
+    distances.
+    """
+
+    train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized")
 
     def check(self, model_config):
         if model_config.head_dim % 2:
@@ -198,7 +278,15 @@ class Rotary(PositionalEncoding):
 @ENCODINGS.register("alibi")
 @dataclasses.dataclass(frozen=True)
 class ALiBi(PositionalEncoding):
-    """Press et al. (2022): a per-head linear distance penalty on the logits."""
+    """Press et al. (2022): a per-head linear distance penalty on the logits.
+
+    Longer inputs: the paper's claim, for causal language models, is stable perplexity at
+    2-6x the training length, because the penalty makes far tokens nearly invisible. That
+    recency bias predicts the opposite on tasks that must read far away (reverse: the first
+    output reads the last input): accuracy should fall with length.
+    """
+
+    train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized")
 
     def logit_bias(self, q_pos_BT, k_pos_BS, num_heads, *, causal):
         return alibi_bias(q_pos_BT, k_pos_BS, num_heads, causal=causal)

@@ -4,7 +4,6 @@ import flax.linen as nn
 
 from transformer_jax.config import ModelConfig
 from transformer_jax.layers.embedding import OutputProjection, TokenEmbedding, token_embedding
-from transformer_jax.models.stack import default_positions
 from transformer_jax.models.universal import stack_class
 
 
@@ -47,7 +46,6 @@ class EncoderDecoder(nn.Module):
         valid_BS = inputs_BS != 0
         memory_BSD = self.encoder(
             self.source_embedding.encode(inputs_BS),
-            positions_BT=default_positions(inputs_BS),
             valid_BT=valid_BS,
             train=train,
         )

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from transformer_jax.config import ModelConfig
 from transformer_jax.layers import masks
 from transformer_jax.layers.norms import make_norm
-from transformer_jax.layers.positional import AddPositional, encoding
+from transformer_jax.layers.positional import AddPositional, encoding, training_positions
 from transformer_jax.models.blocks import BlockContext
 from transformer_jax.models.scan import apply_layers
 
@@ -77,6 +77,9 @@ class TransformerStack(nn.Module):
     position-built masks and ALiBi bias as a full pass, so the result equals a full forward pass
     over the sequence so far. The first call creates the cache (length L = that call's T) and is
     an ordinary forward pass; see `transformer_jax.decoding`.
+
+    In training, `model.positional.train_positions` other than "plain" replaces the default
+    positions with random ones from the "positions" rng stream (`training_positions`).
     """
 
     config: ModelConfig
@@ -98,7 +101,7 @@ class TransformerStack(nn.Module):
         train: bool = False,
     ):
         q_pos_BT, context = self._context(
-            valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS
+            valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS, train
         )
         # Default or packed positions grow with the index within a document, so the
         # position-built causal mask hides every later key; explicit positions need not.
@@ -128,10 +131,10 @@ class TransformerStack(nn.Module):
             causal=blocked,
         )
 
-    def _context(self, valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS):
+    def _context(self, valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS, train):
         """-> query positions (B, T) and the BlockContext every layer (or step) shares."""
         q_pos_BT, k_pos_BS, k_valid_BS, cache_index = self._positions(
-            valid_BT, positions_BT, segment_ids_BT
+            valid_BT, positions_BT, segment_ids_BT, train
         )
         context = build_context(
             self.config,
@@ -146,11 +149,23 @@ class TransformerStack(nn.Module):
         )
         return q_pos_BT, context
 
-    def _positions(self, valid_BT, positions_BT, segment_ids_BT):
+    def _positions(self, valid_BT, positions_BT, segment_ids_BT, train):
         """-> query positions (B, T), key positions and validity (B, S), cache index or None."""
         if self.use_cache:
             return self._cached_positions(valid_BT, positions_BT, segment_ids_BT)
-        q_pos_BT = default_positions(valid_BT) if positions_BT is None else positions_BT
+        scheme = self.config.positional.train_positions
+        if not train or scheme == "plain":
+            q_pos_BT = default_positions(valid_BT) if positions_BT is None else positions_BT
+        elif positions_BT is not None or segment_ids_BT is not None:
+            raise ValueError(
+                f"model.positional.train_positions={scheme!r} draws the positions of whole "
+                "sequences; it cannot serve inputs with given positions or packed segments "
+                "(a classifier, a ViT or packed batches): use train_positions='plain'"
+            )
+        else:
+            q_pos_BT = training_positions(
+                scheme, self.make_rng("positions"), valid_BT, self.config.positional.max_len
+            )
         return q_pos_BT, q_pos_BT, valid_BT, None
 
     def _cached_positions(self, valid_BT, positions_BT, segment_ids_BT):

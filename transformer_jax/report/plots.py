@@ -5,6 +5,7 @@ module changes no global backend state and works on headless machines.
 """
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -150,5 +151,67 @@ def plot_metric_bars(rows: Sequence[VariantSummary], metric: str, path: str) -> 
     ax.set_ylabel(metric)
     ax.set_title(f"{metric}: mean ± sample std over seeds (dots = seeds)")
     ax.grid(axis="y", alpha=0.3)
+    fig.savefig(path, dpi=120)
+    return True
+
+
+LENGTH_SPLIT = re.compile(r"test_len(\d+)")  # data.test_lengths splits, see data/builders.py
+
+
+def length_metrics(metrics: Sequence[str]) -> dict[str, dict[int, str]]:
+    """metric name -> {test length: "test_len<L>/<name>"} over the sweep's metrics that read a
+    test_lengths split; names with fewer than two lengths are left out (no curve)."""
+    by_name: dict[str, dict[int, str]] = {}
+    for full in metrics:
+        split, _, name = full.partition("/")
+        match = LENGTH_SPLIT.fullmatch(split)
+        if match:
+            by_name.setdefault(name, {})[int(match.group(1))] = full
+    return {name: dict(sorted(d.items())) for name, d in by_name.items() if len(d) >= 2}
+
+
+def plot_length_curve(
+    rows: Sequence[VariantSummary],
+    name: str,
+    by_length: Mapping[int, str],
+    path: str,
+    train_length: int | None = None,
+) -> bool:
+    """Accuracy (or any metric) against test length, one line per variant: the mean over
+    finished seeds with a min-max band; a dotted vertical line at the longest training length.
+
+    Returns False (writing nothing) when no variant has a value at two lengths.
+    """
+    fig, ax = _new_figure()
+    drawn = False
+    for i, row in enumerate(rows):
+        points = [(n, row.metrics[m]) for n, m in by_length.items() if row.metrics[m].n]
+        if len(points) < 2:
+            continue
+        lengths = [n for n, _ in points]
+        lows = [min(s.values.values()) for _, s in points]
+        highs = [max(s.values.values()) for _, s in points]
+        color = f"C{i % 10}"
+        n_seeds = max(s.n for _, s in points)
+        ax.plot(
+            lengths,
+            [s.mean for _, s in points],
+            color=color,
+            marker="o",
+            ms=3,
+            label=f"{row.name} (n={n_seeds})",
+            lw=2 if row.is_baseline else 1.3,
+        )
+        ax.fill_between(lengths, lows, highs, color=color, alpha=0.15, lw=0)
+        drawn = True
+    if not drawn:
+        return False
+    if train_length:
+        ax.axvline(train_length, color="grey", ls=":", lw=1, label="longest training length")
+    ax.set_xlabel("test length (symbols)")
+    ax.set_ylabel(name)
+    ax.set_title(f"{name} against test length: mean over seeds, band = min–max")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
     fig.savefig(path, dpi=120)
     return True

@@ -25,7 +25,7 @@ from transformer_jax.report import (
     tables,
 )
 from transformer_jax.report.factorial_tables import EFFECTS_CSV
-from transformer_jax.run_dir import git_commit
+from transformer_jax.run_dir import git_commit, read_config
 from transformer_jax.sweep.spec import Sweep, format_override
 
 SWEEP_FILE = "sweep.json"
@@ -82,6 +82,16 @@ def _header(resolved: dict[str, Any], sweep: Sweep, rows, report_commit: str) ->
         lines.append(f"- Earlier launches ({len(invocations) - 1}):")
         lines += [f"  - {i.get('date')}: `{i.get('command')}`" for i in invocations[:-1]]
     return lines
+
+
+def _train_length(records) -> int | None:
+    """The longest training sequence (data.max_len) of the first run that recorded its config,
+    for the length plots; None when no run did or the dataset has no such field."""
+    for record in records:
+        config = read_config(record.path)
+        if config and isinstance(config.get("data", {}).get("max_len"), int):
+            return config["data"]["max_len"]
+    return None
 
 
 def write_report(
@@ -142,6 +152,15 @@ def write_report(
         figures.insert(0, (f"{main} per variant", fname))
     else:
         _remove_stale(workdir, fname)
+    # Sweeps that evaluate data.test_lengths splits: each metric against the test length.
+    train_length = _train_length(all_runs)
+    for name, by_length in plots.length_metrics(sweep.metrics).items():
+        fname = f"length_{_slug(name)}.png"
+        path = os.path.join(workdir, fname)
+        if plots.plot_length_curve(rows, name, by_length, path, train_length):
+            figures.append((f"{name} against test length", fname))
+        else:
+            _remove_stale(workdir, fname)
 
     lines = _header(resolved, sweep, rows, git_commit())
     lines += ["", "## Results", ""]

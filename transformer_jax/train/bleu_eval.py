@@ -22,6 +22,7 @@ from transformer_jax.config import TrainConfig
 from transformer_jax.decoding.bleu import corpus_bleu
 from transformer_jax.decoding.text import decode_to_text
 from transformer_jax.run_dir import TRANSLATIONS_DIR
+from transformer_jax.train import multihost
 
 
 class BleuEvaluator:
@@ -87,9 +88,11 @@ class BleuEvaluator:
         for strategy, name in (("beam", "test.txt"), ("greedy", "test.greedy.txt")):
             files[name], metrics = self._score("test", strategy, variables)
             results.setdefault("test", {}).update(metrics)
-        self._out.mkdir(parents=True, exist_ok=True)
-        for name, lines in files.items():
-            (self._out / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        if multihost.is_primary():  # Every process decoded the same text; one writes it.
+            self._out.mkdir(parents=True, exist_ok=True)
+            for name, lines in files.items():
+                text = "".join(line + "\n" for line in lines)
+                (self._out / name).write_text(text, encoding="utf-8")
         self._summary["translations"] = f"{TRANSLATIONS_DIR}/test.txt"
 
     def summary(self) -> dict:

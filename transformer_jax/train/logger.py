@@ -52,6 +52,9 @@ class MetricsLogger:
     loss; on a TTY it is redrawn in place with `\\r`, otherwise (CI, log files) it is
     printed as a plain line at most every `console_every_s` seconds (and at the last
     step). Other splits (eval) always print one plain line.
+
+    `writes=False` (every process of a multi-process run but the first): neither reads nor
+    writes any file, nor prints; `elapsed` still counts.
     """
 
     def __init__(
@@ -61,9 +64,12 @@ class MetricsLogger:
         total_steps: int,
         stream: TextIO | None = None,
         console_every_s: float = 30.0,
+        writes: bool = True,
     ):
+        self.writes = writes
         self.workdir = os.fspath(workdir)
-        os.makedirs(self.workdir, exist_ok=True)
+        if writes:
+            os.makedirs(self.workdir, exist_ok=True)
         self.path = os.path.join(self.workdir, METRICS_FILE)
         self.total_steps = total_steps
         self._stream = sys.stdout if stream is None else stream
@@ -90,7 +96,7 @@ class MetricsLogger:
             self._writer.close()
             self._writer = None
         self._purge_step = step + 1
-        if not os.path.exists(self.path):
+        if not self.writes or not os.path.exists(self.path):
             return 0
         kept, dropped = [], 0
         with open(self.path) as f:
@@ -120,6 +126,8 @@ class MetricsLogger:
             if name in metrics:
                 raise ValueError(f"metric name {name!r} is reserved; reserved: {_RESERVED}")
         values = {name: _to_float(name, value) for name, value in metrics.items()}
+        if not self.writes:
+            return
         now = time.monotonic()
         record = {
             "step": int(step),

@@ -23,14 +23,14 @@ Two ways to use many devices, chosen by `train.parallelism`:
 devices and the `train.grad_accum_steps` micro-batches; `check_parallel_config` says which sizes
 are valid before anything compiles.
 
-Multi-host (TPU pods, multi-node GPU): set `train.distributed = True` and start one process per
-host; `jax.distributed.initialize()` reads the coordinator address and process ids from the
-environment (Cloud TPU, SLURM, or the JAX_COORDINATOR_ADDRESS/JAX_NUM_PROCESSES/JAX_PROCESS_ID
-variables). Every host runs the same seeded data pipeline and keeps its own contiguous slice
-of each global batch, rows [p * B/P, (p + 1) * B/P) for process p = `jax.process_index()` of
-P, which `jax.make_array_from_process_local_data` assembles into one global array. Because the
-pipelines stay in lockstep, the data iterator state is the same on every host and checkpoints
-resume exactly.
+Multi-host (TPU pods, multi-node GPU, or local processes): start one process per host, each
+told its place by JAX_COORDINATOR_ADDRESS/JAX_NUM_PROCESSES/JAX_PROCESS_ID or, with
+`train.distributed = True`, by the cluster (Cloud TPU, Slurm); see train/multihost.py. Every
+host runs the same seeded data pipeline and keeps its own contiguous slice of each global
+batch, rows [p * B/P, (p + 1) * B/P) for process p = `jax.process_index()` of P, which
+`jax.make_array_from_process_local_data` assembles into one global array. Because the pipelines
+stay in lockstep, the data iterator state is the same on every host and checkpoints resume
+exactly, on any number of hosts.
 """
 
 import dataclasses
@@ -42,7 +42,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from transformer_jax.config import TrainConfig
-from transformer_jax.train import host_memory
+from transformer_jax.train import host_memory, multihost
 
 DATA, FSDP = "data", "fsdp"  # Mesh axes: batch rows over both, parameters over FSDP.
 PMAP_AXIS = "batch"
@@ -72,8 +72,7 @@ def setup_runtime(train: TrainConfig) -> None:
     reuse its temporaries (see host_memory.py), multi-host runtime and the persistent
     compilation cache (compiled programs are reused across restarts of a run)."""
     host_memory.reuse_freed_memory()
-    if train.distributed:
-        jax.distributed.initialize()
+    multihost.initialize(train)
     if train.compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", train.compilation_cache_dir)
 

@@ -69,7 +69,13 @@ def check_seeds(seeds: Sequence[int]) -> list[int]:
 
 def check_group_parallelism(train_cfg) -> None:
     """A seed group shards each batch over the devices and replicates the stacked state; the
-    layouts that place a state otherwise are refused before anything compiles."""
+    layouts that place a state otherwise are refused before anything compiles, and so is early
+    stopping, which would end each seed at its own step."""
+    if train_cfg.early_stop_metric:
+        raise ValueError(
+            f"train.early_stop_metric={train_cfg.early_stop_metric!r} cannot train a seed group "
+            "(each seed would stop at its own step); train the seeds separately"
+        )
     for field, value, valid in (
         ("parallelism", train_cfg.parallelism, "jit"),
         ("fsdp", train_cfg.fsdp, 1),

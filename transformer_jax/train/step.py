@@ -18,6 +18,10 @@ from transformer_jax.models.families import family_of
 from transformer_jax.train import losses
 from transformer_jax.train.numerics import tree_norm
 
+# The "positions" rng stream (random training positions, model.positional.train_positions) is
+# folded from the dropout key, so the dropout masks stay what they were without it.
+POSITIONS_STREAM = 1
+
 
 @flax.struct.dataclass
 class TrainState:
@@ -38,6 +42,8 @@ def forward(model, variables, batch, *, train: bool, rngs=None, mutable=False):
         return logits, batch["label"], batch["example_weights"], collections
     targets_BT = batch["targets"]
     weights_BT = losses.weights_from_targets(targets_BT) * batch["example_weights"][:, None]
+    if "targets_weights" in batch:  # a prompt's answer only (data.layout="prompt")
+        weights_BT = weights_BT * batch["targets_weights"]
     return logits, targets_BT, weights_BT, collections
 
 
@@ -83,7 +89,7 @@ def train_step(
                 variables,
                 micro_batch,
                 train=True,
-                rngs={"dropout": rng},
+                rngs={"dropout": rng, "positions": jax.random.fold_in(rng, POSITIONS_STREAM)},
                 mutable=[*(mutable or []), "losses"],
             )
             loss_sum, weight_sum = losses.cross_entropy(logits, targets, weights, label_smoothing)

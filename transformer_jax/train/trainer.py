@@ -1,15 +1,18 @@
 """`train_and_evaluate(config, workdir)`: the whole training run, as one readable loop.
 
-Order of events: validate everything (data, model, optimizer) before compiling; restore the
-latest checkpoint of `workdir` if there is one (parameters, optimizer, step, RNG and the data
-iterator position, so a resumed run reproduces an uninterrupted one); then train, logging every
-`log_every` steps, evaluating every `eval_every`, checkpointing every `checkpoint_every`; at the
-end write `summary.json`. SIGTERM/SIGINT save a checkpoint and return; a non-finite loss writes a
-"diverged" summary and raises `NonFiniteError`, and a checkpoint that cannot be saved (a full
-disk) a "failed" one and raises `CheckpointSaveError`, both leaving the last good checkpoint
-untouched. A checkpoint also holds the loop's partial logging window and throughput so far, so
-that however a run is interrupted, its resumed metrics.jsonl equals an uninterrupted run's. The
-files of the run directory are described in transformer_jax/run_dir.py.
+Order of events: validate everything (data, model, optimizer) before compiling; restore the latest
+checkpoint of `workdir` if there is one (parameters, optimizer, step, RNG and the data iterator
+position, so a resumed run reproduces an uninterrupted one); then train, logging every `log_every`
+steps, evaluating every `eval_every`, checkpointing every `checkpoint_every`; at the end (`steps`,
+or an early stop, see train/early_stop.py) write `summary.json`. SIGTERM/SIGINT save a checkpoint
+and return; a non-finite loss writes a "diverged" summary and raises `NonFiniteError`, and a
+checkpoint that cannot be saved (a full disk) a "failed" one and raises `CheckpointSaveError`, both
+leaving the last good checkpoint untouched. A checkpoint also holds the loop's partial logging
+window and throughput so far, so that however a run is interrupted, its resumed metrics.jsonl
+equals an uninterrupted run's. The files of the run directory are described in
+transformer_jax/run_dir.py. In a multi-process run (a pod slice; train/multihost.py) every process
+runs this loop on its rows of each batch and takes part in every checkpoint; process 0 alone writes
+the other files, and a signal to any process stops all of them at the same step.
 """
 
 import contextlib
@@ -30,9 +33,11 @@ from transformer_jax.config.model import upgrade_flat_model_config
 from transformer_jax.data import tokenizers
 from transformer_jax.defaults import FROM_DATA
 from transformer_jax.models import FAMILIES, build_model
+from transformer_jax.train import multihost
 from transformer_jax.train import step as steps
 from transformer_jax.train.bleu_eval import BleuEvaluator
 from transformer_jax.train.checkpoint import Checkpointer, CheckpointSaveError
+from transformer_jax.train.early_stop import EarlyStopping
 from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.numerics import NonFiniteError, check_finite
 from transformer_jax.train.optimizer import current_learning_rate, make_optimizer
@@ -157,13 +162,14 @@ def _resume_changes(workdir: Path, resolved: dict) -> dict[str, dict]:
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict:
-    """{"norm": {"kind": "dyt"}} -> {"norm.kind": "dyt"}; None sub-configs stay one field."""
+    """{"norm": {"kind": "dyt"}} -> {"norm.kind": "dyt"}; None sub-configs stay one field.
+    Tuples become lists, as config.json stores them, so a stored and a fresh config compare."""
     out = {}
     for key, value in tree.items():
         if isinstance(value, dict):
             out.update(_flatten(value, f"{prefix}{key}."))
         else:
-            out[f"{prefix}{key}"] = value
+            out[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
     return out
 
 
@@ -259,6 +265,13 @@ def prepare(config: ml_collections.ConfigDict) -> Prepared:
         )
         for split in info.eval_splits
     }
+    early_stop_split = train_cfg.early_stop_metric.partition("/")[0]
+    if train_cfg.early_stop_metric and early_stop_split not in info.eval_splits:
+        raise ValueError(
+            f"train.early_stop_metric={train_cfg.early_stop_metric!r} reads split "
+            f"{early_stop_split!r}, which {info.name} does not evaluate; valid splits: "
+            f"{list(info.eval_splits)}"
+        )
     return Prepared(train_cfg, dataset, model_config, model, optimizer, resolved, eval_sets)
 
 
@@ -321,11 +334,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     # Everything is validated: only now does the run directory change (a config that fails a
     # check must not leave a config.json that locks the workdir to it).
     workdir.mkdir(parents=True, exist_ok=True)
-    lock = run_dir.lock_run(workdir)  # Held until this function returns (or the process dies).
+    # Process 0 alone writes the run directory's files (checkpoints aside: every process takes
+    # part in saves and restores); see train/multihost.py.
+    primary = multihost.is_primary()
+    # Held until this function returns (or the process dies).
+    lock = run_dir.lock_run(workdir) if primary else None
     checkpointer = Checkpointer(
         workdir, every=train_cfg.checkpoint_every, keep=train_cfg.keep_checkpoints
     )
-    logger = MetricsLogger(workdir, total_steps=train_cfg.steps)
+    logger = MetricsLogger(workdir, total_steps=train_cfg.steps, writes=primary)
     # The placed state's shardings are the restore target, so a checkpoint written on any
     # number of devices loads onto this run's devices.
     restored = checkpointer.restore(parallel.host_state(state))
@@ -334,16 +351,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
         train_iter.set_state(data_state)
         logger.truncate_after(int(state.step))
         loop = checkpointer.restore_loop_state(int(state.step))
-        if changes:
+        if changes and primary:
             run_dir.record_resume(workdir, int(state.step), changes)
         print(f"Resumed {workdir} at step {int(state.step)}.", flush=True)
         state = parallel.place_state(state)
     else:
         logger.truncate_after(0)  # Lines of a process killed before its first checkpoint.
         loop = {}
-        run_dir.write_config(workdir, resolved)  # Nothing trained yet: this config is the run's.
+        if primary:  # Nothing trained yet: this config is the run's.
+            run_dir.write_config(workdir, resolved)
         print(f"{model_config.family}: {num_params:,} parameters.", flush=True)
-    if info.tokenizer is not None and not has_tokenizer:
+    if info.tokenizer is not None and not has_tokenizer and primary:
         if restored is not None:
             print(
                 f"{workdir} stores no tokenizer (it predates them): storing the one rebuilt "
@@ -360,10 +378,25 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     rates = list(loop.get("rates", []))
     compiling = True  # This process's first window includes compilation: not a rate.
     final_metrics = {}
+    early_stop = None
+    if train_cfg.early_stop_metric:
+        early_stop = EarlyStopping.from_state(
+            loop.get("early_stop", {}),
+            metric=train_cfg.early_stop_metric,
+            patience=train_cfg.early_stop_patience,
+            min_delta=train_cfg.early_stop_min_delta,
+            min_steps=train_cfg.early_stop_min_steps,
+        )
 
     def loop_state() -> dict:
         elapsed = time.perf_counter() - window_start
-        return {"window": _window_to_json(window), "window_elapsed_s": elapsed, "rates": rates}
+        state = {"window": _window_to_json(window), "window_elapsed_s": elapsed, "rates": rates}
+        if early_stop is not None:
+            state["early_stop"] = early_stop.summary()
+        return state
+
+    def stopped_early() -> bool:
+        return early_stop is not None and early_stop.stopped
 
     def outcome(status: run_dir.Status, at: int, **fields) -> run_dir.RunSummary:
         return run_dir.RunSummary(
@@ -377,7 +410,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
 
     try:
         with StopOnSignal() as stop:
-            while step < train_cfg.steps:
+            while step < train_cfg.steps and not stopped_early():
                 state, metrics = train_fn(state, next(train_iter))
                 step += 1
                 window.append(metrics)
@@ -395,8 +428,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
                     final_metrics = evaluate_all(state, final=step == train_cfg.steps)
                     for split, values in final_metrics.items():
                         logger.write(step, split, values)
+                    if early_stop is not None and early_stop.update(step, final_metrics):
+                        print(
+                            f"Early stop at step {step}: {early_stop.summary()['reason']}.",
+                            flush=True,
+                        )
                     window_start = time.perf_counter()
-                stopping = stop.stop_requested()
+                # A signal may reach one process only (a preempted host): all stop together.
+                stopping = multihost.any_process(stop.stop_requested())
                 if logged or stopping:  # The checkpointer saves when due; a signal forces it.
                     checkpointer.save(
                         step,
@@ -414,25 +453,32 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
             step, host_state, train_iter.get_state(), loop_state=loop_state(), force=True
         )
         checkpointer.wait_until_finished()  # On disk before the summary says "finished".
-        if not final_metrics:  # Resumed at the last step: evaluate the restored state.
+        # Resumed at the end (the last step, or stopped early): evaluate the restored state. An
+        # early stop's last evaluation was not the final one that decodes the BLEU test split.
+        if not final_metrics or (stopped_early() and bleu is not None):
             final_metrics = evaluate_all(state, final=True)
         summary = outcome(
             "finished",
             step,
             tokens_per_sec=float(np.median(rates)) if rates else None,
             bleu=bleu.summary() if bleu is not None else None,
+            early_stop=early_stop.summary() if early_stop is not None else None,
         )
-        run_dir.write_summary(workdir, summary)
+        if primary:
+            run_dir.write_summary(workdir, summary)
         return summary
-    except NonFiniteError as error:
-        run_dir.write_summary(workdir, outcome("diverged", error.step, error=str(error)))
+    except NonFiniteError as error:  # Raised on every process: the loss is the global one.
+        if primary:
+            run_dir.write_summary(workdir, outcome("diverged", error.step, error=str(error)))
         raise
     except CheckpointSaveError as error:
         # The full disk may not take the summary either; the raised error still says why.
         with contextlib.suppress(OSError):
-            run_dir.write_summary(workdir, outcome("failed", step, error=str(error)))
+            if primary:
+                run_dir.write_summary(workdir, outcome("failed", step, error=str(error)))
         raise
     finally:
         checkpointer.close()
         logger.close()
-        lock.close()
+        if lock is not None:
+            lock.close()

@@ -1,0 +1,64 @@
+"""`model.positional.train_positions` in whole models: random positions in training only."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from tiny_configs import tiny_model
+
+from transformer_jax.models import FAMILIES
+
+CASES = [
+    ("encoder_decoder", "sinusoidal", "offset", False),
+    ("encoder_decoder", "learned", "randomized", True),
+    ("decoder_only", "rotary", "randomized", False),
+    ("decoder_only", "alibi", "randomized", False),
+]
+
+
+def _batch():
+    ids = np.array([[3, 4, 5, 6, 0, 0], [7, 8, 9, 10, 11, 12]], np.int32)
+    return jnp.asarray(ids)
+
+
+def _apply(config, variables, ids, *, train, seed=0):
+    module = FAMILIES[config.family].module(config)
+    args = (ids, ids) if config.family == "encoder_decoder" else (ids,)
+    rngs = {"positions": jax.random.PRNGKey(seed)} if train else None
+    return module.apply(variables, *args, train=train, rngs=rngs)
+
+
+@pytest.mark.parametrize(("family", "kind", "scheme", "universal"), CASES)
+def test_random_positions_change_training_only(family, kind, scheme, universal):
+    changes = {"positional.kind": kind, "positional.max_len": 24}
+    if universal:
+        changes["universal.enabled"] = True
+    plain = tiny_model(family, changes)
+    shifted = plain.override({"positional.train_positions": scheme})
+    ids = _batch()
+    args = (ids, ids) if family == "encoder_decoder" else (ids,)
+    variables = FAMILIES[family].module(plain).init(jax.random.PRNGKey(0), *args)
+    # Evaluation uses plain positions: the option leaves the model's function unchanged there.
+    np.testing.assert_array_equal(
+        _apply(shifted, variables, ids, train=False), _apply(plain, variables, ids, train=False)
+    )
+    train_plain = _apply(plain, variables, ids, train=True)
+    first = _apply(shifted, variables, ids, train=True, seed=0)
+    assert not np.allclose(first, train_plain, atol=1e-4)  # dropout is 0: positions differ
+    np.testing.assert_array_equal(first, _apply(shifted, variables, ids, train=True, seed=0))
+    assert not np.allclose(first, _apply(shifted, variables, ids, train=True, seed=1), atol=1e-4)
+
+
+def test_given_positions_with_random_training_positions_raise():
+    config = tiny_model("decoder_only", {"positional.train_positions": "offset"})
+    ids = _batch()[:, :4]
+    module = FAMILIES["decoder_only"].module(config)
+    variables = module.init(jax.random.PRNGKey(0), ids)
+    with pytest.raises(ValueError, match="cannot serve inputs with given positions"):
+        module.apply(
+            variables,
+            ids,
+            positions_BT=jnp.zeros_like(ids),
+            train=True,
+            rngs={"positions": jax.random.PRNGKey(0)},
+        )

@@ -1,0 +1,94 @@
+"""train.early_stop_*: the criterion on its own, and in the training loop with resuming."""
+
+import json
+
+import pytest
+from train_fixtures import read_metrics, tiny_config
+
+from transformer_jax.config import TrainConfig
+from transformer_jax.train.early_stop import EarlyStopping
+from transformer_jax.train.trainer import train_and_evaluate
+
+
+def _evals(tracker, values, split="test", name="seq_accuracy"):
+    return [tracker.update(10 * (i + 1), {split: {name: v}}) for i, v in enumerate(values)]
+
+
+def test_stops_after_patience_evaluations_without_an_improvement_above_min_delta():
+    tracker = EarlyStopping("test/seq_accuracy", patience=2, min_delta=0.01)
+    # 0.605 is not better than 0.6 by more than 0.01: it counts as stale.
+    assert _evals(tracker, [0.5, 0.6, 0.605, 0.7, 0.7, 0.705]) == [False] * 5 + [True]
+    summary = tracker.summary()
+    assert (summary["best"], summary["best_step"], summary["stopped_step"]) == (0.7, 40, 60)
+    assert "did not improve by more than 0.01 in 2 evaluations" in summary["reason"]
+
+
+def test_no_stop_before_min_steps():
+    tracker = EarlyStopping("test/seq_accuracy", patience=1, min_delta=0.0, min_steps=40)
+    # Zero accuracy at first is not a plateau: the stop waits for step 40.
+    assert _evals(tracker, [0.0, 0.0, 0.0, 0.0]) == [False, False, False, True]
+
+
+def test_losses_must_fall():
+    tracker = EarlyStopping("test/loss", patience=1, min_delta=0.0)
+    assert _evals(tracker, [2.0, 1.0, 1.5], name="loss") == [False, False, True]
+    assert tracker.best == 1.0
+
+
+def test_a_metric_the_evaluation_lacks_raises_with_the_valid_names():
+    tracker = EarlyStopping("test/bleu", patience=1, min_delta=0.0)
+    with pytest.raises(ValueError, match=r"no metric 'bleu' on split 'test'; valid: \['loss'\]"):
+        tracker.update(10, {"test": {"loss": 1.0}})
+
+
+def test_resumes_its_count_only_for_the_same_criterion():
+    tracker = EarlyStopping("test/loss", patience=3, min_delta=0.0)
+    _evals(tracker, [2.0, 2.5], name="loss")
+    criterion = {"metric": "test/loss", "patience": 3, "min_delta": 0.0, "min_steps": 0}
+    resumed = EarlyStopping.from_state(tracker.summary(), **criterion)
+    assert (resumed.best, resumed.stale) == (2.0, 1)
+    fresh = EarlyStopping.from_state(tracker.summary(), **{**criterion, "patience": 4})
+    assert (fresh.best, fresh.stale) == (None, 0)
+
+
+@pytest.mark.parametrize("metric", ["test", "/loss", "test/", 3])
+def test_config_rejects_malformed_metrics(metric):
+    with pytest.raises(ValueError, match=r"train.early_stop_metric=.* must be '' \(off\) or"):
+        TrainConfig(early_stop_metric=metric)
+
+
+def test_the_run_stops_records_why_and_a_resume_trains_no_further(tmp_path):
+    # min_delta no accuracy can beat: the first evaluation is the best, the second stops.
+    config = tiny_config(
+        tmp_path / "tfds",
+        steps_=60,
+        log_every=10,
+        eval_every=10,
+        checkpoint_every=10,
+        generate_eval=False,
+        diagnostics=False,
+        early_stop_metric="test/token_accuracy",
+        early_stop_patience=1,
+        early_stop_min_delta=2.0,
+    )
+    workdir = tmp_path / "run"
+    summary = train_and_evaluate(config, str(workdir))
+    assert summary.status == "finished" and summary.step == 20
+    on_disk = json.loads((workdir / "summary.json").read_text())["early_stop"]
+    assert on_disk["stopped_step"] == 20 and on_disk["best_step"] == 10
+    assert "test/token_accuracy did not improve" in on_disk["reason"]
+    lines = read_metrics(workdir)
+    assert max(m["step"] for m in lines if m["split"] == "train") == 20
+
+    again = train_and_evaluate(config, str(workdir))
+    assert again.step == 20 and again.early_stop["stopped_step"] == 20
+    assert [m for m in read_metrics(workdir) if m["split"] == "train"] == [
+        m for m in lines if m["split"] == "train"
+    ]
+
+
+def test_an_early_stop_split_the_data_lacks_fails_before_training(tmp_path):
+    config = tiny_config(tmp_path / "tfds", early_stop_metric="validation/loss")
+    with pytest.raises(ValueError, match=r"reads split 'validation'.*valid splits: \['test'"):
+        train_and_evaluate(config, str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
