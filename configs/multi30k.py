@@ -58,8 +58,10 @@ def get_config(arg: str | None = None):
         config.model.ffn.d_ff = 256
         config.data.batch_size = 64
         config.train.update(
-            # 1,200 steps x 64 pairs is 2.6 epochs: 3.2 steps/s on one core of the 2-core CPU
-            # (two runs at once), about 6 minutes of training plus 2 of compiling and decoding.
+            # 1,200 steps x 64 pairs is 2.6 epochs: 3.2 steps/s per run with two runs at once on
+            # the 2-core AMD EPYC (float32 matmul peak 145 GFLOP/s) and nothing else running
+            # (`python -m transformer_jax.sweep --sweep=experiments/translation.py --parallel=2`),
+            # about 6 minutes of training plus 2 of compiling and decoding.
             steps=1200,
             learning_rate=1e-3,
             warmup_steps=100,
