@@ -42,6 +42,12 @@ def test_trains_logs_and_summarises(tmp_path):
     on_disk = json.loads((workdir / "summary.json").read_text())
     assert on_disk["metrics"]["test"]["loss"] == pytest.approx(summary.metrics["test"]["loss"])
     assert on_disk["num_params"] == summary.num_params > 0 and on_disk["error"] is None
+    # Where the time went (train/timing.py): every phase ran, and they add up to the total.
+    timing = on_disk["timing"]
+    for phase in ("data", "init", "compile", "train", "eval", "decode", "checkpoint"):
+        assert timing[phase] > 0, phase
+    parts = sum(v for k, v in timing.items() if k != "total")
+    assert parts == pytest.approx(timing["total"], abs=0.01)
     # The checkpointer saves on its own cadence (every 20 steps), keeping the newest 2.
     assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["40", "60"]
     lines = read_metrics(workdir)
