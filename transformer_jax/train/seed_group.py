@@ -121,7 +121,7 @@ class _Seed:
     workdir: Path
     resolved: dict  # its config.json
     train_iter: Any
-    changes: dict  # what a resume changes (trainer._resume_changes)
+    changes: dict  # what a resume changes (trainer.resume_changes)
     has_tokenizer: bool
     logger: MetricsLogger | None = None
     checkpointer: Checkpointer | None = None
@@ -186,7 +186,7 @@ def train_seed_group(
         seed_dir = Path(run_dir.seed_dir(workdir, seed))
         resolved = {**prepared.resolved, "seed": seed}
         has_tokenizer = tokenizers.check_stored_tokenizer(seed_dir, info.tokenizer)
-        changes = trainer._resume_changes(seed_dir, resolved)
+        changes = trainer.resume_changes(seed_dir, resolved)
         train_iter = dataset.train_iterator(seed=seed, batch_size=config.data.batch_size)
         runs.append(_Seed(seed, seed_dir, resolved, train_iter, changes, has_tokenizer))
     _check_same_step(runs)
@@ -247,7 +247,7 @@ def train_seed_group(
                 run_dir.write_config(run.workdir, run.resolved)
             if info.tokenizer is not None and not run.has_tokenizer:
                 tokenizers.write_tokenizer(info.tokenizer, run.workdir)
-            run.window = trainer._window_from_json(loop.get("window", {}))
+            run.window = trainer.window_from_json(loop.get("window", {}))
             run.window_start = time.perf_counter() - loop.get("window_elapsed_s", 0.0)
             run.rates = list(loop.get("rates", []))
             restored_states.append(state)
@@ -268,7 +268,7 @@ def train_seed_group(
 
         def loop_state(i: int, run: _Seed) -> dict:
             return {
-                "window": trainer._window_to_json(partial_window(i, run)),
+                "window": trainer.window_to_json(partial_window(i, run)),
                 "window_elapsed_s": time.perf_counter() - run.window_start,
                 "rates": run.rates,
             }

@@ -121,7 +121,7 @@ _TRAIN_FIXED_ON_RESUME = ("optimizer", "schedule", "b1", "b2", "eps", "weight_de
 _TRAIN_FIXED_ON_RESUME += ("grad_clip_norm",)
 
 
-def _resume_changes(workdir: Path, resolved: dict) -> dict[str, dict]:
+def resume_changes(workdir: Path, resolved: dict) -> dict[str, dict]:
     """The changes a resume of `workdir` with `resolved` makes, as {"train.steps": {"from": 60,
     "to": 80}}; raises a ValueError naming the field for a change a resume may not make.
 
@@ -182,7 +182,7 @@ def _host_average(window: list[dict]) -> dict[str, float]:
     return out
 
 
-def _window_to_json(window: list[dict]) -> dict:
+def window_to_json(window: list[dict]) -> dict:
     """The per-step metrics of a partial logging window, exactly (values with their dtypes),
     for the checkpoint: a resumed run completes the window as if it had never stopped."""
     stacked = jax.device_get(window)
@@ -192,7 +192,7 @@ def _window_to_json(window: list[dict]) -> dict:
     return {"dtypes": dtypes, "steps": [{k: v.item() for k, v in m.items()} for m in stacked]}
 
 
-def _window_from_json(stored: dict) -> list[dict]:
+def window_from_json(stored: dict) -> list[dict]:
     dtypes = stored.get("dtypes", {})
     return [{k: np.asarray(v, dtypes[k]) for k, v in m.items()} for m in stored.get("steps", [])]
 
@@ -321,7 +321,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     # A resume refuses before touching the workdir: data whose tokenizer is not the run's (the
     # same ids would mean other text), then any config change it may not make.
     has_tokenizer = tokenizers.check_stored_tokenizer(workdir, info.tokenizer)
-    changes = _resume_changes(workdir, resolved)
+    changes = resume_changes(workdir, resolved)
 
     train_iter = dataset.train_iterator(seed=config.seed, batch_size=config.data.batch_size)
     bleu = None
@@ -389,7 +389,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     step = int(parallel.host_state(state).step)
     # The logging window in progress (steps since the last train line, restored when a signal
     # stopped the run mid-window) and the tokens/s of every earlier process's windows.
-    window = _window_from_json(loop.get("window", {}))
+    window = window_from_json(loop.get("window", {}))
     window_start = time.perf_counter() - loop.get("window_elapsed_s", 0.0)
     rates = list(loop.get("rates", []))
     compiling = True  # This process's first window includes compilation: not a rate.
@@ -406,7 +406,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
 
     def loop_state() -> dict:
         elapsed = time.perf_counter() - window_start
-        state = {"window": _window_to_json(window), "window_elapsed_s": elapsed, "rates": rates}
+        state = {"window": window_to_json(window), "window_elapsed_s": elapsed, "rates": rates}
         if early_stop is not None:
             state["early_stop"] = early_stop.summary()
         return state
