@@ -201,14 +201,14 @@ def train_seed_group(
         steps.make_train_step(model, optimizer, train_cfg, parallel.num_devices), parallel.mesh
     )
     replicated = NamedSharding(parallel.mesh, PartitionSpec())
-    eval_fn = trainer.make_eval_fn(prepared, parallel, phases)
+    eval_fns = trainer.make_eval_fns(prepared, parallel, phases)
     for run in runs:
         if train_cfg.bleu:
             run.bleu = BleuEvaluator(dataset, config.data.batch_size, train_cfg, model, run.workdir)
 
     def evaluate_seed(run: _Seed, state, final: bool) -> dict[str, dict[str, float]]:
         with phases("eval"):
-            results = trainer.evaluate(eval_fn, state, prepared.eval_sets)
+            results = trainer.evaluate(eval_fns, state, prepared.eval_sets)
             if run.bleu is not None:
                 with phases("decode"):
                     run.bleu.add_to(results, state, final=final)

@@ -219,12 +219,14 @@ def with_generation(eval_fn, model, phases: Phases | None = None):
     return evaluate_batch
 
 
-def evaluate(eval_fn, state, eval_sets) -> dict[str, dict[str, float]]:
+def evaluate(eval_fns, state, eval_sets) -> dict[str, dict[str, float]]:
+    """Each split's metrics: sums over its batches through its function of `eval_fns`, divided
+    by their counts."""
     results = {}
     for split, batches in eval_sets.items():
         totals = {}
         for batch in batches:
-            for name, (value, count) in jax.device_get(eval_fn(state, batch)).items():
+            for name, (value, count) in jax.device_get(eval_fns[split](state, batch)).items():
                 s, c = totals.get(name, (0.0, 0.0))
                 totals[name] = (s + float(value), c + float(count))
         results[split] = {name: s / max(c, 1.0) for name, (s, c) in totals.items()}
@@ -276,6 +278,12 @@ def prepare(config: ml_collections.ConfigDict, phases: Phases | None = None) -> 
             )
             for split in info.eval_splits
         }
+    for split in train_cfg.generate_eval_splits:
+        if split not in info.eval_splits:
+            raise ValueError(
+                f"train.generate_eval_splits contains {split!r}, which {info.name} does not "
+                f"evaluate; valid splits: {list(info.eval_splits)}"
+            )
     early_stop_split = train_cfg.early_stop_metric.partition("/")[0]
     if train_cfg.early_stop_metric and early_stop_split not in info.eval_splits:
         raise ValueError(
@@ -286,16 +294,19 @@ def prepare(config: ml_collections.ConfigDict, phases: Phases | None = None) -> 
     return Prepared(train_cfg, dataset, model_config, model, optimizer, resolved, eval_sets)
 
 
-def make_eval_fn(prepared: Prepared, parallel, phases: Phases | None = None):
-    """The run's evaluation of one state on one batch: sums, plus greedy decoding for seq2seq
-    (timed as `phases`' "decode")."""
-    train_cfg, model = prepared.train_cfg, prepared.model
+def make_eval_fns(prepared: Prepared, parallel, phases: Phases | None = None) -> dict:
+    """Split -> the run's evaluation of one state on one batch of it: sums, plus greedy decoding
+    (timed as `phases`' "decode") for the seq2seq splits train.generate_eval(_splits) names."""
+    train_cfg, model, info = prepared.train_cfg, prepared.model, prepared.dataset.info
     eval_fn = jax.jit(
         functools.partial(steps.eval_step, model=model, diagnostics=train_cfg.diagnostics)
     )
-    if prepared.dataset.info.kind == "seq2seq" and train_cfg.generate_eval:
-        eval_fn = with_generation(eval_fn, model, phases)
-    return parallel.wrap_eval(eval_fn)
+    decoded = ()
+    if info.kind == "seq2seq" and train_cfg.generate_eval:
+        decoded = train_cfg.generate_eval_splits or info.eval_splits
+        decoding_fn = parallel.wrap_eval(with_generation(eval_fn, model, phases))
+    eval_fn = parallel.wrap_eval(eval_fn)
+    return {split: decoding_fn if split in decoded else eval_fn for split in info.eval_splits}
 
 
 def train_line(window: list[dict], elapsed_s: float, opt_state) -> dict[str, float]:
@@ -336,11 +347,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     train_fn = parallel.compile_train(
         steps.make_train_step(model, optimizer, train_cfg, parallel.num_devices), state
     )
-    eval_fn = make_eval_fn(prepared, parallel, phases)
+    eval_fns = make_eval_fns(prepared, parallel, phases)
 
     def evaluate_all(state, final: bool) -> dict[str, dict[str, float]]:
         with phases("eval"):
-            results = evaluate(eval_fn, state, eval_sets)
+            results = evaluate(eval_fns, state, eval_sets)
             if bleu is not None:
                 with phases("decode"):
                     bleu.add_to(results, parallel.host_state(state), final=final)
