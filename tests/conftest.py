@@ -1,12 +1,35 @@
 """Shared test setup: strict rank promotion catches silent broadcasting bugs; the trainer's
-malloc settings (transformer_jax/train/host_memory.py), set before JAX starts its threads."""
+malloc settings (transformer_jax/train/host_memory.py), set before JAX starts its threads; and
+one persistent compilation cache for the session and the processes its tests start.
 
-import jax
-import pytest
+Many tests train the same tiny models (tests/train/train_fixtures.py), and on XLA:CPU compiling
+them costs more than training them, so the session compiles each program once, as the runs of a
+sweep do (transformer_jax/sweep/runner.py). A JAX_COMPILATION_CACHE_DIR already set wins; the
+cache made here is deleted at the end of the session, so no run of the suite reads another's.
+"""
 
-from transformer_jax.train import host_memory
+import os
+import shutil
+import tempfile
+
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # Read by JAX when it is imported.
+    _CACHE = tempfile.mkdtemp(prefix="transformer_jax_tests_compile_cache_")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+else:
+    _CACHE = None
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+from transformer_jax.train import host_memory  # noqa: E402
 
 host_memory.reuse_freed_memory()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _CACHE is not None:
+        shutil.rmtree(_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

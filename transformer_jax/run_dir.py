@@ -78,6 +78,9 @@ class RunSummary:
     early_stop: runs with train.early_stop_metric: the criterion, the best value and its step,
       and stopped_step and reason when it stopped before train.steps
       (transformer_jax/train/early_stop.py); None otherwise.
+    timing: seconds per phase of this process (startup, data, init, compile, train, eval,
+      decode, checkpoint, other, total; transformer_jax/train/timing.py); None in summaries
+      written before it existed.
     """
 
     status: Status
@@ -89,6 +92,7 @@ class RunSummary:
     error: str | None = None
     bleu: dict[str, Any] | None = None
     early_stop: dict[str, Any] | None = None
+    timing: dict[str, float | None] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

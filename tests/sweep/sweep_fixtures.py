@@ -25,6 +25,9 @@ def train(workdir, seed):
     time.sleep(0.2)  # let the runner pin this process before reading the affinity
     with open(os.path.join(workdir, "affinity.json"), "w") as f:
         json.dump(sorted(os.sched_getaffinity(0)), f)
+    with open(os.path.join(workdir, "environment.json"), "w") as f:
+        names = ("CUDA_VISIBLE_DEVICES", "JAX_COMPILATION_CACHE_DIR")
+        json.dump({name: os.environ.get(name) for name in names}, f)
     with open(os.path.join(workdir, "config.json"), "w") as f:
         json.dump({"seed": seed, "config": args["config"], "git_commit": "fake"}, f)
     print("training", workdir, flush=True)

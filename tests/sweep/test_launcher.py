@@ -1,4 +1,5 @@
-"""Launching runs: the workdir lock, how a killed or stopped run is recorded, CPU pinning."""
+"""Launching runs: the workdir lock, how a killed or stopped run is recorded, CPU pinning, GPU
+placement and the shared compilation cache."""
 
 import json
 import os
@@ -9,7 +10,7 @@ import time
 import pytest
 from sweep_fixtures import MACHINE, run_demo
 
-from transformer_jax.sweep import Sweep, launcher, run_sweep
+from transformer_jax.sweep import Sweep, launcher, run_sweep, runner
 
 
 def test_workdir_lock(project):
@@ -94,3 +95,48 @@ def test_parallel_runs_are_pinned_to_disjoint_cpus(project):
     slots = launcher.cpu_slots(2)
     if len(available) >= 2:
         assert not set(slots[0]) & set(slots[1])
+
+
+def test_parallel_runs_get_their_own_gpus_and_share_a_compile_cache(project, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    workdir = project / "out"
+    assert run_demo(workdir, variants=["base", "better"], parallel=2) == {"finished": 4}
+    environments = {
+        variant: json.loads((workdir / variant / "seed_0" / "environment.json").read_text())
+        for variant in ("base", "better")
+    }
+    assert {e["CUDA_VISIBLE_DEVICES"] for e in environments.values()} == {"0,1", "2,3"}
+    cache = str((workdir / ".compile_cache").resolve())
+    assert {e["JAX_COMPILATION_CACHE_DIR"] for e in environments.values()} == {cache}
+    assert (
+        f"JAX_COMPILATION_CACHE_DIR={cache}"
+        in (workdir / "base" / "seed_0" / "command.txt").read_text()
+    )
+
+    uncached = project / "uncached"
+    run_demo(uncached, variants=["base"], compile_cache=False)
+    environment = json.loads((uncached / "base" / "seed_0" / "environment.json").read_text())
+    assert environment["JAX_COMPILATION_CACHE_DIR"] is None
+
+
+@pytest.mark.parametrize(
+    "visible, parallel, expected",
+    [
+        ("0,1,2,3", 2, [["0", "1"], ["2", "3"]]),
+        ("0,1,2,3", 3, [["0"], ["1"], ["2"]]),
+        ("4,5", 3, [["4"], ["5"], ["4"]]),  # more runs than GPUs: some share one
+        ("0,1", 1, [None]),  # one run at a time uses every GPU
+        ("0", 2, [None, None]),  # a single GPU: nothing to place
+    ],
+)
+def test_gpu_slots(visible, parallel, expected, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert launcher.gpu_slots(parallel) == expected
+
+
+def test_a_compile_cache_set_by_the_user_wins(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path))
+    assert runner.compile_cache_env("out") == {}
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
+    env = runner.compile_cache_env("out")
+    assert env["JAX_COMPILATION_CACHE_DIR"] == os.path.abspath("out/.compile_cache")

@@ -42,6 +42,12 @@ def test_trains_logs_and_summarises(tmp_path):
     on_disk = json.loads((workdir / "summary.json").read_text())
     assert on_disk["metrics"]["test"]["loss"] == pytest.approx(summary.metrics["test"]["loss"])
     assert on_disk["num_params"] == summary.num_params > 0 and on_disk["error"] is None
+    # Where the time went (train/timing.py): every phase ran, and they add up to the total.
+    timing = on_disk["timing"]
+    for phase in ("data", "init", "compile", "train", "eval", "decode", "checkpoint"):
+        assert timing[phase] > 0, phase
+    parts = sum(v for k, v in timing.items() if k != "total")
+    assert parts == pytest.approx(timing["total"], abs=0.01)
     # The checkpointer saves on its own cadence (every 20 steps), keeping the newest 2.
     assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["40", "60"]
     lines = read_metrics(workdir)
@@ -194,7 +200,20 @@ def test_bad_inputs_fail_before_compiling(tmp_path):
     config.model.family = "decoder_only"
     with pytest.raises(ValueError, match="model.family='decoder_only'"):
         train_and_evaluate(config, str(tmp_path / "d"))
+    config = tiny_config(tmp_path / "tfds", generate_eval_splits=("dev",))
+    with pytest.raises(ValueError, match="generate_eval_splits contains 'dev'.*'test_long'"):
+        train_and_evaluate(config, str(tmp_path / "e"))
     assert not (tmp_path / "a").exists()
+
+
+def test_decoding_only_the_splits_asked_for(tmp_path):
+    config = tiny_config(
+        tmp_path / "tfds", steps_=10, eval_every=10, generate_eval_splits=("test",)
+    )
+    summary = train_and_evaluate(config, str(tmp_path / "run"))
+    assert "gen_seq_accuracy" in summary.metrics["test"]
+    assert "gen_seq_accuracy" not in summary.metrics["test_long"]
+    assert "seq_accuracy" in summary.metrics["test_long"]
 
 
 def test_refuses_to_resume_a_different_config(tmp_path):

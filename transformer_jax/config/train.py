@@ -40,6 +40,10 @@ class TrainConfig:
     # seq2seq only (ignored otherwise): also greedy-decode every eval batch, the decoder reading
     # its own outputs, and log gen_seq_accuracy, the fraction of outputs equal to the target.
     generate_eval: bool = True
+    # The eval splits greedy-decoded when generate_eval (); () = every one. Decoding a long split
+    # (test_long, or lengths 400) costs more than training between evaluations: decode the
+    # splits whose gen_seq_accuracy you report.
+    generate_eval_splits: tuple[str, ...] = ()
     # Translation datasets (text references: multi30k, wmt14) only: sacreBLEU of decoded text,
     # see transformer_jax.train.bleu_eval. Every evaluation adds the validation BLEU of greedy
     # decoding; the last one also decodes the test split by beam search and greedily, and
@@ -98,6 +102,12 @@ class TrainConfig:
             )
         for name in ("diagnostics", "generate_eval", "distributed", "bleu"):
             F.check_bool(f"train.{name}", getattr(self, name))
+        splits = self.generate_eval_splits
+        if not isinstance(splits, (tuple, list)) or not all(isinstance(x, str) for x in splits):
+            raise ValueError(
+                f"train.generate_eval_splits={splits!r} must be a tuple of eval split names, "
+                "e.g. ('test',), or () for every split"
+            )
         if not isinstance(self.compilation_cache_dir, str):
             raise ValueError(
                 f"train.compilation_cache_dir={self.compilation_cache_dir!r} must be a "

@@ -33,12 +33,23 @@ def define_flags() -> None:
     flags.DEFINE_list("variants", [], "Only run these variants (default: all).")
     flags.DEFINE_list("seeds", [], "Only run these seeds (default: all of the sweep's).")
     flags.DEFINE_bool("quick", False, "Shrink every run: --config=<config>:quick.")
-    flags.DEFINE_integer("parallel", 1, "Runs trained at once, each pinned to its own CPUs.")
+    flags.DEFINE_integer(
+        "parallel",
+        1,
+        "Runs (or seed groups) trained at once, each pinned to its own CPUs and, with several "
+        "GPUs, given its own GPUs (CUDA_VISIBLE_DEVICES).",
+    )
     flags.DEFINE_bool(
         "seed_groups",
         True,
         "Train the pending seeds of each variant as one process and one vmapped program (local "
         "launcher); --seed_groups=false trains every seed in a process of its own.",
+    )
+    flags.DEFINE_bool(
+        "compile_cache",
+        True,
+        "The runs share a persistent compilation cache in WORKDIR/.compile_cache (local "
+        "launcher); --compile_cache=false compiles every program in every run.",
     )
     flags.DEFINE_bool(
         "report_only",
@@ -138,6 +149,7 @@ def _main(argv: Sequence[str]) -> int:
         quick=f.quick,
         parallel=f.parallel,
         seed_groups=f.seed_groups,
+        compile_cache=f.compile_cache,
         main_module=f.main_module,
         command=shlex.join(["python", "-m", "transformer_jax.sweep", *sys.argv[1:]]),
     )

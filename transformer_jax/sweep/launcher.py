@@ -15,12 +15,14 @@ import datetime
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from absl import logging
@@ -133,6 +135,26 @@ def cpu_slots(parallel: int) -> list[list[int] | None]:
     return [cpus[k * per : (k + 1) * per] for k in range(parallel)]
 
 
+def gpu_slots(parallel: int) -> list[list[str] | None]:
+    """GPUs each of `parallel` concurrent runs gets (CUDA_VISIBLE_DEVICES), or None everywhere
+    where there are fewer than two GPUs or one run at a time: the runs of a sweep then train on
+    different GPUs at once instead of all on GPU 0. The GPUs are those CUDA_VISIBLE_DEVICES
+    lists, else those `nvidia-smi -L` finds; with more runs than GPUs some runs share one."""
+    gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    if not gpus and parallel > 1 and shutil.which("nvidia-smi"):
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            listing = subprocess.run(
+                ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True
+            ).stdout
+            gpus = [str(i) for i, line in enumerate(listing.splitlines()) if line.startswith("GPU")]
+    if parallel <= 1 or len(gpus) < 2:
+        return [None] * max(parallel, 1)
+    if parallel >= len(gpus):
+        return [[gpus[k % len(gpus)]] for k in range(parallel)]
+    per = len(gpus) // parallel
+    return [gpus[k * per : (k + 1) * per] for k in range(parallel)]
+
+
 def _die_with_parent():
     """A Popen preexec_fn making the child receive SIGTERM (the trainer's save-and-stop) when
     this runner dies, even by SIGKILL: an orphaned trainer would keep writing its run directory
@@ -158,15 +180,27 @@ class Launch:
     """A launched run or seed group: its process, and threads copying its output into the
     run.log of each of its runs and stderr into a tail buffer."""
 
-    def __init__(self, spec: RunSpec | GroupSpec, cpus: list[int] | None, cwd: str):
-        env = dict(os.environ)
-        prefix = ""
+    def __init__(
+        self,
+        spec: RunSpec | GroupSpec,
+        cpus: list[int] | None,
+        cwd: str,
+        env: Mapping[str, str] | None = None,
+        gpus: list[str] | None = None,
+    ):
+        """Starts `spec` in `cwd`, pinned to `cpus` and given `gpus` (None: all), with the
+        extra environment variables `env` (recorded in command.txt with the others)."""
+        variables = dict(env or {})
         if cpus is not None:
-            threads = {k: str(len(cpus)) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+            variables.update(
+                {k: str(len(cpus)) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+            )
             # Several runs share one accelerator: allocate on demand instead of 75% up front each.
-            threads["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-            env.update(threads)
-            prefix = " ".join(f"{k}={v}" for k, v in threads.items()) + " "
+            variables["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+        if gpus is not None:
+            variables["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        env = {**os.environ, **variables}
+        prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in variables.items())
         self.command_line = f"cd {shlex.quote(cwd)} && {prefix}{shlex.join(spec.argv)}"
         for run in spec.runs:
             os.makedirs(run.path, exist_ok=True)

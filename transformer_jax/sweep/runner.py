@@ -50,6 +50,21 @@ from transformer_jax.sweep.spec import Sweep, check_overrides, format_override
 
 DEFAULT_MAIN = "transformer_jax.main"
 QUICK_ARG = "quick"
+COMPILE_CACHE_DIR = ".compile_cache"
+
+
+def compile_cache_env(workdir: str) -> dict[str, str]:
+    """Environment variables giving the runs of a sweep one persistent compilation cache,
+    WORKDIR/.compile_cache: a resumed or retried run, the seeds of a variant trained one by one
+    (early stopping) and a rerun of the sweep load their compiled programs instead of compiling
+    them again (programs compiling in under a second included: on CPU those are most of them).
+    A JAX_COMPILATION_CACHE_DIR already set, or a config's train.compilation_cache_dir, wins."""
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return {}
+    return {
+        "JAX_COMPILATION_CACHE_DIR": os.path.abspath(os.path.join(workdir, COMPILE_CACHE_DIR)),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+    }
 
 
 def build_argv(
@@ -261,6 +276,7 @@ def run_sweep(
     quick: bool = False,
     parallel: int = 1,
     seed_groups: bool = True,
+    compile_cache: bool = True,
     main_module: str = DEFAULT_MAIN,
     command: str = "",
     machine: Mapping[str, Any] | None = None,
@@ -275,6 +291,8 @@ def run_sweep(
       parallel: number of runs (or seed groups) trained at once, each pinned to its own CPUs.
       seed_groups: train the pending seeds of each variant as one seed group (one process, one
         vmapped program: transformer_jax/train/seed_group.py); False runs every seed alone.
+      compile_cache: the runs share a persistent compilation cache, WORKDIR/.compile_cache
+        (`compile_cache_env`); False compiles every program in every process.
       main_module: the trainer module run with `python -m`.
       command: the sweep command line, recorded in sweep.json and the report.
       machine: environment.machine_info() of this host (computed when None).
@@ -304,6 +322,7 @@ def run_sweep(
                 "seeds": sorted({s.seed for s in specs}),
                 "parallel": parallel,
                 "seed_groups": seed_groups,
+                "compile_cache": compile_cache,
             },
         )
         before = {s: run_dirs.read_run(workdir, s.variant, s.seed).status for s in specs}
@@ -320,7 +339,8 @@ def run_sweep(
             kinds["failed"],
         )
         units = launches(sweep, workdir, todo, config_spec, main_module, seed_groups)
-        outcomes = _run_all(workdir, units, before, parallel, total, done, sweep.metrics)
+        env = compile_cache_env(workdir) if compile_cache else {}
+        outcomes = _run_all(workdir, units, before, parallel, total, done, sweep.metrics, env)
 
     counts = collections.Counter(
         outcomes.get(s.name) or run_dirs.read_run(workdir, s.variant, s.seed).status for s in specs
@@ -338,10 +358,12 @@ def _run_all(
     total: int,
     done: int,
     metrics: Sequence[str],
+    env: Mapping[str, str],
 ) -> dict[str, str]:
-    """Schedules todo (runs and seed groups) over `parallel` slots, logging progress; returns
-    run name -> status."""
+    """Schedules todo (runs and seed groups) over `parallel` slots, each launched with the extra
+    environment variables `env`, logging progress; returns run name -> status."""
     slots = launcher.cpu_slots(parallel)
+    gpus = launcher.gpu_slots(parallel)  # Several GPUs: each slot trains on its own.
     free = list(range(parallel))
     pending = collections.deque(todo)
     running: dict[int, launcher.Launch] = {}
@@ -360,7 +382,7 @@ def _run_all(
                 why = {"incomplete": " (resuming)", "failed": " (retrying after failure)"}
                 whys = sorted({why.get(before[r], "") for r in spec.runs} - {""})
                 logging.info("start %s%s", spec.name, "".join(whys))
-                running[slot] = launcher.Launch(spec, slots[slot], cwd)
+                running[slot] = launcher.Launch(spec, slots[slot], cwd, env, gpus[slot])
             time.sleep(0.1)
             for slot, launch in list(running.items()):
                 if launch.proc.poll() is None:

@@ -21,9 +21,28 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 import numpy as np
-from tensorboardX import SummaryWriter
 
 from transformer_jax.run_dir import METRICS_FILE, write_text
+
+
+def _import_summary_writer():
+    """tensorboardX's SummaryWriter, imported without PyTorch.
+
+    tensorboardX imports torch whenever it is installed (the benchmarks install it), which adds
+    ~1-2 s to the start-up of every run, for tensor conversions this logger never uses; a None
+    entry in sys.modules makes that optional import fail as if torch were absent."""
+    blocked = "torch" not in sys.modules
+    if blocked:
+        sys.modules["torch"] = None
+    try:
+        from tensorboardX import SummaryWriter
+    finally:
+        if blocked:
+            del sys.modules["torch"]
+    return SummaryWriter
+
+
+SummaryWriter = _import_summary_writer()
 
 _RESERVED = ("step", "split", "time")
 

@@ -55,6 +55,7 @@ from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.numerics import NonFiniteError, check_finite
 from transformer_jax.train.parallel import DATA, FSDP, make_parallel
 from transformer_jax.train.signals import StopOnSignal
+from transformer_jax.train.timing import Phases, breakdown_line
 
 
 def check_seeds(seeds: Sequence[int]) -> list[int]:
@@ -120,7 +121,7 @@ class _Seed:
     workdir: Path
     resolved: dict  # its config.json
     train_iter: Any
-    changes: dict  # what a resume changes (trainer._resume_changes)
+    changes: dict  # what a resume changes (trainer.resume_changes)
     has_tokenizer: bool
     logger: MetricsLogger | None = None
     checkpointer: Checkpointer | None = None
@@ -132,13 +133,14 @@ class _Seed:
     final_metrics: dict = dataclasses.field(default_factory=dict)
     ended: run_dir.RunSummary | None = None  # its "diverged" or "failed" summary
 
-    def outcome(self, status: run_dir.Status, at: int, num_params: int, **fields):
+    def outcome(self, status: run_dir.Status, at: int, num_params: int, phases: Phases, **fields):
         return run_dir.RunSummary(
             status=status,
             step=at,
             metrics=self.final_metrics,
             num_params=num_params,
             wall_time_s=self.logger.elapsed(),
+            timing=phases.breakdown(),  # The group's, shared by its seeds.
             **fields,
         )
 
@@ -173,7 +175,8 @@ def train_seed_group(
     """
     seeds = check_seeds(seeds)
     workdir = Path(workdir).expanduser()
-    prepared = trainer.prepare(config)
+    phases = Phases()  # The group's wall time; see train/timing.py.
+    prepared = trainer.prepare(config, phases)
     train_cfg, model, optimizer = prepared.train_cfg, prepared.model, prepared.optimizer
     dataset, info = prepared.dataset, prepared.dataset.info
     check_group_parallelism(train_cfg)
@@ -183,33 +186,32 @@ def train_seed_group(
         seed_dir = Path(run_dir.seed_dir(workdir, seed))
         resolved = {**prepared.resolved, "seed": seed}
         has_tokenizer = tokenizers.check_stored_tokenizer(seed_dir, info.tokenizer)
-        changes = trainer._resume_changes(seed_dir, resolved)
+        changes = trainer.resume_changes(seed_dir, resolved)
         train_iter = dataset.train_iterator(seed=seed, batch_size=config.data.batch_size)
         runs.append(_Seed(seed, seed_dir, resolved, train_iter, changes, has_tokenizer))
     _check_same_step(runs)
 
     sample = next(iter(next(iter(prepared.eval_sets.values()))))
     parallel = make_parallel(train_cfg)
-    initial = [
-        parallel.place_state(
-            steps.init_state(model, optimizer, sample, jax.random.PRNGKey(run.seed))
-        )
-        for run in runs
-    ]
+    with phases("init"):
+        init = steps.make_init(model, optimizer, sample)
+        initial = [parallel.place_state(init(jax.random.PRNGKey(run.seed))) for run in runs]
     num_params = steps.count_params(initial[0].params)
     train_fn = compile_group_train(
         steps.make_train_step(model, optimizer, train_cfg, parallel.num_devices), parallel.mesh
     )
     replicated = NamedSharding(parallel.mesh, PartitionSpec())
-    eval_fn = trainer.make_eval_fn(prepared, parallel)
+    eval_fns = trainer.make_eval_fns(prepared, parallel, phases)
     for run in runs:
         if train_cfg.bleu:
             run.bleu = BleuEvaluator(dataset, config.data.batch_size, train_cfg, model, run.workdir)
 
     def evaluate_seed(run: _Seed, state, final: bool) -> dict[str, dict[str, float]]:
-        results = trainer.evaluate(eval_fn, state, prepared.eval_sets)
-        if run.bleu is not None:
-            run.bleu.add_to(results, state, final=final)
+        with phases("eval"):
+            results = trainer.evaluate(eval_fns, state, prepared.eval_sets)
+            if run.bleu is not None:
+                with phases("decode"):
+                    run.bleu.add_to(results, state, final=final)
         return results
 
     # Everything is validated: only now do the run directories change. What is opened is closed
@@ -229,7 +231,8 @@ def train_seed_group(
             run.logger = closing.enter_context(
                 MetricsLogger(run.workdir, total_steps=train_cfg.steps)
             )
-            restored = run.checkpointer.restore(state)
+            with phases("checkpoint"):
+                restored = run.checkpointer.restore(state)
             loop = {}
             if restored is not None:
                 state, data_state = restored
@@ -244,7 +247,7 @@ def train_seed_group(
                 run_dir.write_config(run.workdir, run.resolved)
             if info.tokenizer is not None and not run.has_tokenizer:
                 tokenizers.write_tokenizer(info.tokenizer, run.workdir)
-            run.window = trainer._window_from_json(loop.get("window", {}))
+            run.window = trainer.window_from_json(loop.get("window", {}))
             run.window_start = time.perf_counter() - loop.get("window_elapsed_s", 0.0)
             run.rates = list(loop.get("rates", []))
             restored_states.append(state)
@@ -265,7 +268,7 @@ def train_seed_group(
 
         def loop_state(i: int, run: _Seed) -> dict:
             return {
-                "window": trainer._window_to_json(partial_window(i, run)),
+                "window": trainer.window_to_json(partial_window(i, run)),
                 "window_elapsed_s": time.perf_counter() - run.window_start,
                 "rates": run.rates,
             }
@@ -273,26 +276,30 @@ def train_seed_group(
         def save(i: int, run: _Seed, force: bool) -> None:
             state = unstack(states, i)
             try:
-                run.checkpointer.save(
-                    step,
-                    state,
-                    run.train_iter.get_state(),
-                    loop_state=loop_state(i, run),
-                    force=force,
-                )
-                if force:
-                    run.checkpointer.wait_until_finished()
+                with phases("checkpoint"):
+                    run.checkpointer.save(
+                        step,
+                        state,
+                        run.train_iter.get_state(),
+                        loop_state=loop_state(i, run),
+                        force=force,
+                    )
+                    if force:
+                        run.checkpointer.wait_until_finished()
             except CheckpointSaveError as error:
-                run.ended = run.outcome("failed", step, num_params, error=str(error))
+                run.ended = run.outcome("failed", step, num_params, phases, error=str(error))
                 with contextlib.suppress(OSError):  # The full disk may not take the summary either.
                     run_dir.write_summary(run.workdir, run.ended)
                 raise
 
-        with StopOnSignal() as stop:
+        first_step = step
+        with StopOnSignal() as stop, phases("train"):
             while step < train_cfg.steps and active():
                 batches = [next(run.train_iter) for run in runs]  # Diverged seeds' lanes too.
                 batch = {name: np.stack([b[name] for b in batches]) for name in batches[0]}
-                states, metrics = train_fn(states, batch)
+                # The first call traces and compiles; its execution is asynchronous.
+                with phases("compile") if step == first_step else contextlib.nullcontext():
+                    states, metrics = train_fn(states, batch)
                 step += 1
                 group_window.append(metrics)
                 logged = step % train_cfg.log_every == 0 or step == train_cfg.steps
@@ -307,7 +314,9 @@ def train_seed_group(
                         try:
                             check_finite(step, averaged)
                         except NonFiniteError as error:
-                            run.ended = run.outcome("diverged", step, num_params, error=str(error))
+                            run.ended = run.outcome(
+                                "diverged", step, num_params, phases, error=str(error)
+                            )
                             run_dir.write_summary(run.workdir, run.ended)
                             continue
                         if not compiling:
@@ -327,7 +336,10 @@ def train_seed_group(
                         save(i, run, force=stopping)
                 if stopping:
                     print(f"Stopped by signal at step {step}; checkpoints saved.", flush=True)
-                    return [run.ended or run.outcome("stopped", step, num_params) for run in runs]
+                    return [
+                        run.ended or run.outcome("stopped", step, num_params, phases)
+                        for run in runs
+                    ]
         for i, run in active():
             save(i, run, force=True)  # On disk before the summary says "finished".
             if not run.final_metrics:  # Resumed at the last step: evaluate the restored state.
@@ -336,10 +348,12 @@ def train_seed_group(
                 "finished",
                 step,
                 num_params,
+                phases,
                 tokens_per_sec=float(np.median(run.rates)) if run.rates else None,
                 bleu=run.bleu.summary() if run.bleu is not None else None,
             )
             run_dir.write_summary(run.workdir, run.ended)
+        print(breakdown_line(phases.breakdown()), flush=True)
         return [run.ended for run in runs]
     finally:
         closing.close()

@@ -227,24 +227,33 @@ def flatten_diagnostics(tree) -> dict[str, jnp.ndarray]:
     return flat
 
 
-def init_state(model, optimizer, batch, rng) -> TrainState:
-    """Parameters, BatchNorm statistics and optimizer state for a model and a sample batch."""
-    init_rng, state_rng = jax.random.split(rng)
+def make_init(model, optimizer, batch):
+    """rng -> the TrainState `init_state` returns, one compiled program for every rng.
+
+    Compiling the initializers' random number generation costs seconds on XLA:CPU (more than the
+    train step of a small model), so the seeds of a group share this program instead of
+    compiling one each; the optimizer state is built inside it rather than op by op."""
     args, kwargs = family_of(model.config).inputs(batch)
 
     @jax.jit
     def init(rng):
-        variables = model.init(rng, *args, train=False, **kwargs)
-        return variables["params"], variables.get("batch_stats", {})
+        init_rng, state_rng = jax.random.split(rng)
+        variables = model.init(init_rng, *args, train=False, **kwargs)
+        params = variables["params"]
+        return TrainState(
+            step=jnp.int32(0),
+            params=params,
+            batch_stats=variables.get("batch_stats", {}),
+            opt_state=optimizer.init(params),
+            rng=state_rng,
+        )
 
-    params, batch_stats = init(init_rng)
-    return TrainState(
-        step=jnp.int32(0),
-        params=params,
-        batch_stats=batch_stats,
-        opt_state=optimizer.init(params),
-        rng=state_rng,
-    )
+    return init
+
+
+def init_state(model, optimizer, batch, rng) -> TrainState:
+    """Parameters, BatchNorm statistics and optimizer state for a model and a sample batch."""
+    return make_init(model, optimizer, batch)(rng)
 
 
 def count_params(params) -> int:

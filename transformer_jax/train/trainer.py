@@ -43,6 +43,7 @@ from transformer_jax.train.numerics import NonFiniteError, check_finite
 from transformer_jax.train.optimizer import current_learning_rate, make_optimizer
 from transformer_jax.train.parallel import check_parallel_config, make_parallel, setup_runtime
 from transformer_jax.train.signals import StopOnSignal
+from transformer_jax.train.timing import Phases, breakdown_line
 
 
 def resolve_model_config(config: ml_collections.ConfigDict, info: data.DatasetInfo) -> ModelConfig:
@@ -120,7 +121,7 @@ _TRAIN_FIXED_ON_RESUME = ("optimizer", "schedule", "b1", "b2", "eps", "weight_de
 _TRAIN_FIXED_ON_RESUME += ("grad_clip_norm",)
 
 
-def _resume_changes(workdir: Path, resolved: dict) -> dict[str, dict]:
+def resume_changes(workdir: Path, resolved: dict) -> dict[str, dict]:
     """The changes a resume of `workdir` with `resolved` makes, as {"train.steps": {"from": 60,
     "to": 80}}; raises a ValueError naming the field for a change a resume may not make.
 
@@ -181,7 +182,7 @@ def _host_average(window: list[dict]) -> dict[str, float]:
     return out
 
 
-def _window_to_json(window: list[dict]) -> dict:
+def window_to_json(window: list[dict]) -> dict:
     """The per-step metrics of a partial logging window, exactly (values with their dtypes),
     for the checkpoint: a resumed run completes the window as if it had never stopped."""
     stacked = jax.device_get(window)
@@ -191,15 +192,16 @@ def _window_to_json(window: list[dict]) -> dict:
     return {"dtypes": dtypes, "steps": [{k: v.item() for k, v in m.items()} for m in stacked]}
 
 
-def _window_from_json(stored: dict) -> list[dict]:
+def window_from_json(stored: dict) -> list[dict]:
     dtypes = stored.get("dtypes", {})
     return [{k: np.asarray(v, dtypes[k]) for k, v in m.items()} for m in stored.get("steps", [])]
 
 
-def with_generation(eval_fn, model):
+def with_generation(eval_fn, model, phases: Phases | None = None):
     """eval_fn's sums plus gen_seq_accuracy: greedy decoding scored by exact match.
 
-    One compile per eval batch shape, like eval_fn; see transformer_jax.decoding.
+    One compile per eval batch shape, like eval_fn; see transformer_jax.decoding. With `phases`
+    the decoding is timed as "decode" (waiting for it, which evaluation does anyway).
     """
 
     @jax.jit
@@ -209,15 +211,22 @@ def with_generation(eval_fn, model):
             variables["batch_stats"] = state.batch_stats
         return decoding.generation_accuracy(variables, batch, model=model)
 
-    return lambda state, batch: {**eval_fn(state, batch), **generation_eval(state, batch)}
+    def evaluate_batch(state, batch):
+        sums = eval_fn(state, batch)
+        with phases("decode") if phases else contextlib.nullcontext():
+            return {**sums, **jax.block_until_ready(generation_eval(state, batch))}
+
+    return evaluate_batch
 
 
-def evaluate(eval_fn, state, eval_sets) -> dict[str, dict[str, float]]:
+def evaluate(eval_fns, state, eval_sets) -> dict[str, dict[str, float]]:
+    """Each split's metrics: sums over its batches through its function of `eval_fns`, divided
+    by their counts."""
     results = {}
     for split, batches in eval_sets.items():
         totals = {}
         for batch in batches:
-            for name, (value, count) in jax.device_get(eval_fn(state, batch)).items():
+            for name, (value, count) in jax.device_get(eval_fns[split](state, batch)).items():
                 s, c = totals.get(name, (0.0, 0.0))
                 totals[name] = (s + float(value), c + float(count))
         results[split] = {name: s / max(c, 1.0) for name, (s, c) in totals.items()}
@@ -237,13 +246,16 @@ class Prepared:
     eval_sets: dict  # split -> its evaluation batches
 
 
-def prepare(config: ml_collections.ConfigDict) -> Prepared:
-    """Validates `config` (data, model, optimizer) and builds them, before anything compiles."""
+def prepare(config: ml_collections.ConfigDict, phases: Phases | None = None) -> Prepared:
+    """Validates `config` (data, model, optimizer) and builds them, before anything compiles;
+    the data's share of the time goes to `phases`' "data"."""
+    phases = phases or Phases()
     train_cfg = TrainConfig.from_dict(config.train.to_dict())
     setup_runtime(train_cfg)  # Multi-host and compilation cache: before any computation.
     F.check_int("data.batch_size", config.data.batch_size, 1)
     check_parallel_config(train_cfg, config.data.batch_size)
-    dataset = data.load_dataset(config.data)  # The only load of the data in a run.
+    with phases("data"):
+        dataset = data.load_dataset(config.data)  # The only load of the data in a run.
     info = dataset.info
     model_config = resolve_model_config(config, info)
     if model_config.scan_layers and info.kind == "seq2seq" and train_cfg.generate_eval:
@@ -257,14 +269,21 @@ def prepare(config: ml_collections.ConfigDict) -> Prepared:
     resolved = config.to_dict()
     resolved["model"] = model_config.to_dict()
     resolved["train"] = train_cfg.to_dict()
-    eval_sets = {
-        split: dataset.eval_batches(
-            split,
-            batch_size=config.data.batch_size,
-            max_examples=train_cfg.eval_examples or None,
-        )
-        for split in info.eval_splits
-    }
+    with phases("data"):
+        eval_sets = {
+            split: dataset.eval_batches(
+                split,
+                batch_size=config.data.batch_size,
+                max_examples=train_cfg.eval_examples or None,
+            )
+            for split in info.eval_splits
+        }
+    for split in train_cfg.generate_eval_splits:
+        if split not in info.eval_splits:
+            raise ValueError(
+                f"train.generate_eval_splits contains {split!r}, which {info.name} does not "
+                f"evaluate; valid splits: {list(info.eval_splits)}"
+            )
     early_stop_split = train_cfg.early_stop_metric.partition("/")[0]
     if train_cfg.early_stop_metric and early_stop_split not in info.eval_splits:
         raise ValueError(
@@ -275,15 +294,19 @@ def prepare(config: ml_collections.ConfigDict) -> Prepared:
     return Prepared(train_cfg, dataset, model_config, model, optimizer, resolved, eval_sets)
 
 
-def make_eval_fn(prepared: Prepared, parallel):
-    """The run's evaluation of one state on one batch: sums, plus greedy decoding for seq2seq."""
-    train_cfg, model = prepared.train_cfg, prepared.model
+def make_eval_fns(prepared: Prepared, parallel, phases: Phases | None = None) -> dict:
+    """Split -> the run's evaluation of one state on one batch of it: sums, plus greedy decoding
+    (timed as `phases`' "decode") for the seq2seq splits train.generate_eval(_splits) names."""
+    train_cfg, model, info = prepared.train_cfg, prepared.model, prepared.dataset.info
     eval_fn = jax.jit(
         functools.partial(steps.eval_step, model=model, diagnostics=train_cfg.diagnostics)
     )
-    if prepared.dataset.info.kind == "seq2seq" and train_cfg.generate_eval:
-        eval_fn = with_generation(eval_fn, model)
-    return parallel.wrap_eval(eval_fn)
+    decoded = ()
+    if info.kind == "seq2seq" and train_cfg.generate_eval:
+        decoded = train_cfg.generate_eval_splits or info.eval_splits
+        decoding_fn = parallel.wrap_eval(with_generation(eval_fn, model, phases))
+    eval_fn = parallel.wrap_eval(eval_fn)
+    return {split: decoding_fn if split in decoded else eval_fn for split in info.eval_splits}
 
 
 def train_line(window: list[dict], elapsed_s: float, opt_state) -> dict[str, float]:
@@ -301,34 +324,37 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     signal stopped the run.
     """
     workdir = Path(workdir).expanduser()
-    prepared = prepare(config)
+    phases = Phases()  # Where the wall time goes; see train/timing.py.
+    prepared = prepare(config, phases)
     train_cfg, model, optimizer = prepared.train_cfg, prepared.model, prepared.optimizer
     dataset, model_config, resolved = prepared.dataset, prepared.model_config, prepared.resolved
     info, eval_sets = dataset.info, prepared.eval_sets
     # A resume refuses before touching the workdir: data whose tokenizer is not the run's (the
     # same ids would mean other text), then any config change it may not make.
     has_tokenizer = tokenizers.check_stored_tokenizer(workdir, info.tokenizer)
-    changes = _resume_changes(workdir, resolved)
+    changes = resume_changes(workdir, resolved)
 
     train_iter = dataset.train_iterator(seed=config.seed, batch_size=config.data.batch_size)
     bleu = None
     if train_cfg.bleu:
         bleu = BleuEvaluator(dataset, config.data.batch_size, train_cfg, model, workdir)
     sample = next(iter(next(iter(eval_sets.values()))))
-    state = steps.init_state(model, optimizer, sample, jax.random.PRNGKey(config.seed))
-    num_params = steps.count_params(state.params)
-
     parallel = make_parallel(train_cfg)  # Train state on the devices; see train/parallel.py.
-    state = parallel.place_state(state)
+    with phases("init"):
+        state = steps.init_state(model, optimizer, sample, jax.random.PRNGKey(config.seed))
+        state = parallel.place_state(state)
+    num_params = steps.count_params(state.params)
     train_fn = parallel.compile_train(
         steps.make_train_step(model, optimizer, train_cfg, parallel.num_devices), state
     )
-    eval_fn = make_eval_fn(prepared, parallel)
+    eval_fns = make_eval_fns(prepared, parallel, phases)
 
     def evaluate_all(state, final: bool) -> dict[str, dict[str, float]]:
-        results = evaluate(eval_fn, state, eval_sets)
-        if bleu is not None:
-            bleu.add_to(results, parallel.host_state(state), final=final)
+        with phases("eval"):
+            results = evaluate(eval_fns, state, eval_sets)
+            if bleu is not None:
+                with phases("decode"):
+                    bleu.add_to(results, parallel.host_state(state), final=final)
         return results
 
     # Everything is validated: only now does the run directory change (a config that fails a
@@ -345,7 +371,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     logger = MetricsLogger(workdir, total_steps=train_cfg.steps, writes=primary)
     # The placed state's shardings are the restore target, so a checkpoint written on any
     # number of devices loads onto this run's devices.
-    restored = checkpointer.restore(parallel.host_state(state))
+    with phases("checkpoint"):
+        restored = checkpointer.restore(parallel.host_state(state))
     if restored is not None:
         state, data_state = restored
         train_iter.set_state(data_state)
@@ -373,7 +400,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     step = int(parallel.host_state(state).step)
     # The logging window in progress (steps since the last train line, restored when a signal
     # stopped the run mid-window) and the tokens/s of every earlier process's windows.
-    window = _window_from_json(loop.get("window", {}))
+    window = window_from_json(loop.get("window", {}))
     window_start = time.perf_counter() - loop.get("window_elapsed_s", 0.0)
     rates = list(loop.get("rates", []))
     compiling = True  # This process's first window includes compilation: not a rate.
@@ -390,7 +417,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
 
     def loop_state() -> dict:
         elapsed = time.perf_counter() - window_start
-        state = {"window": _window_to_json(window), "window_elapsed_s": elapsed, "rates": rates}
+        state = {"window": window_to_json(window), "window_elapsed_s": elapsed, "rates": rates}
         if early_stop is not None:
             state["early_stop"] = early_stop.summary()
         return state
@@ -405,13 +432,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
             metrics=final_metrics,
             num_params=num_params,
             wall_time_s=logger.elapsed(),
+            timing=phases.breakdown(),
             **fields,
         )
 
+    first_step = step
     try:
-        with StopOnSignal() as stop:
+        with StopOnSignal() as stop, phases("train"):
             while step < train_cfg.steps and not stopped_early():
-                state, metrics = train_fn(state, next(train_iter))
+                # The first call traces and compiles; its execution is asynchronous.
+                with phases("compile") if step == first_step else contextlib.nullcontext():
+                    state, metrics = train_fn(state, next(train_iter))
                 step += 1
                 window.append(metrics)
                 logged = step % train_cfg.log_every == 0 or step == train_cfg.steps
@@ -437,22 +468,25 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
                 # A signal may reach one process only (a preempted host): all stop together.
                 stopping = multihost.any_process(stop.stop_requested())
                 if logged or stopping:  # The checkpointer saves when due; a signal forces it.
-                    checkpointer.save(
-                        step,
-                        parallel.host_state(state),
-                        train_iter.get_state(),
-                        loop_state=loop_state(),
-                        force=stopping,
-                    )
+                    with phases("checkpoint"):
+                        checkpointer.save(
+                            step,
+                            parallel.host_state(state),
+                            train_iter.get_state(),
+                            loop_state=loop_state(),
+                            force=stopping,
+                        )
                 if stopping:
-                    checkpointer.wait_until_finished()
+                    with phases("checkpoint"):
+                        checkpointer.wait_until_finished()
                     print(f"Stopped by signal at step {step}; checkpoint saved.", flush=True)
                     return outcome("stopped", step)
-        host_state = parallel.host_state(state)
-        checkpointer.save(
-            step, host_state, train_iter.get_state(), loop_state=loop_state(), force=True
-        )
-        checkpointer.wait_until_finished()  # On disk before the summary says "finished".
+        with phases("checkpoint"):
+            host_state = parallel.host_state(state)
+            checkpointer.save(
+                step, host_state, train_iter.get_state(), loop_state=loop_state(), force=True
+            )
+            checkpointer.wait_until_finished()  # On disk before the summary says "finished".
         # Resumed at the end (the last step, or stopped early): evaluate the restored state. An
         # early stop's last evaluation was not the final one that decodes the BLEU test split.
         if not final_metrics or (stopped_early() and bleu is not None):
@@ -466,6 +500,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
         )
         if primary:
             run_dir.write_summary(workdir, summary)
+        print(breakdown_line(summary.timing), flush=True)
         return summary
     except NonFiniteError as error:  # Raised on every process: the loss is the global one.
         if primary:

@@ -1,0 +1,77 @@
+"""The time breakdown of a run: exclusive phases, the process age, the printed line."""
+
+import subprocess
+import sys
+
+import pytest
+
+from transformer_jax.train import timing
+from transformer_jax.train.timing import Phases, breakdown_line
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_nested_phases_are_exclusive_and_the_rest_is_other(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(timing.time, "perf_counter", clock)
+    monkeypatch.setattr(timing, "process_age_s", lambda: 4.0)
+    phases = Phases()
+    with phases("train"):
+        clock.now += 10.0
+        with phases("eval"):
+            clock.now += 3.0
+            with phases("decode"):
+                clock.now += 2.0
+        with phases("compile"):
+            clock.now += 5.0
+    clock.now += 1.0  # outside every phase
+    with phases("eval"):  # a phase entered twice accumulates
+        clock.now += 0.5
+    out = phases.breakdown()
+    assert out["train"] == 10.0 and out["eval"] == 3.5 and out["decode"] == 2.0
+    assert out["compile"] == 5.0 and out["other"] == 1.0 and out["data"] == 0.0
+    assert out["startup"] == 4.0 and out["total"] == 4.0 + 21.5
+    line = breakdown_line(out)
+    assert line == (
+        "time: 25.5 s = startup 4.0 + compile 5.0 + train 10.0 + eval 3.5 + decode 2.0 + other 1.0"
+    )
+
+
+def test_a_phase_raising_is_still_timed(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(timing.time, "perf_counter", clock)
+    phases = Phases()
+    with pytest.raises(RuntimeError), phases("checkpoint"):
+        clock.now += 2.0
+        raise RuntimeError("disk full")
+    assert phases.breakdown()["checkpoint"] == 2.0
+
+
+def test_unknown_phase_is_refused():
+    phases = Phases()
+    with pytest.raises(ValueError, match="phase='evaluation' is not a timed phase; valid:"):
+        phases("evaluation").__enter__()
+
+
+def test_process_age_counts_from_the_process_start():
+    # A fresh interpreter that sleeps before asking: its age includes the sleep.
+    code = "import time; time.sleep(0.5); from transformer_jax.train import timing; "
+    code += "print(timing.process_age_s())"
+    age = float(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    assert 0.5 <= age < 60.0
+
+
+def test_the_logger_does_not_import_torch():
+    code = "import sys, transformer_jax.train.logger; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
