@@ -16,10 +16,24 @@ With --torch the same model is built in PyTorch (benchmarks/torch_reference.py),
 same initial weights (the logits are compared before timing), and trained with the same optimizer
 and learning rates on the same batches; the two alternate in rounds of `--round_steps` steps so
 that a change in the machine's load affects both alike, and the ratio of tokens/s is printed.
+
+With --end_to_end_steps=N the JAX side is the whole trainer instead of the bare step:
+`python -m transformer_jax.main --config=configs/char_lm.py` at the preset's size (model, batch,
+context, vocabulary) trains N steps on the char LM's text, its data pipeline, logging, metrics
+and checkpoints included, and its tokens/s is the median of its logging windows (less the
+first, which compiles), as summary.json reports it; PyTorch eager trains N / 2 steps before it
+and N / 2 after it, so that both see the same machine. Also printed: the trainer's time
+breakdown and its step rate in the last quarter of the run against the first.
+
+  python -m benchmarks.train_speed --config=benchmarks/speed_configs.py:small --end_to_end_steps=600
 """
 
+import json
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -45,6 +59,9 @@ _CONFIG = config_flags.DEFINE_config_file(
 )
 _TORCH = flags.DEFINE_bool("torch", False, "Also time the same model in PyTorch eager.")
 _ROUND_STEPS = flags.DEFINE_integer("round_steps", 5, "Steps per round when alternating.")
+_END_TO_END_STEPS = flags.DEFINE_integer(
+    "end_to_end_steps", 0, "Time transformer_jax.main end to end for this many steps (see above)."
+)
 _PEAK_SIZE = flags.DEFINE_integer(
     "peak_size", 0, "Matrix size for the matmul peak; 0 = 2048 on CPU, 8192 on accelerators."
 )
@@ -92,6 +109,71 @@ class TorchRunner:
         return time.perf_counter() - start
 
 
+def trainer_command(config, cfg, train_config, steps: int, workdir: str) -> list[str]:
+    """transformer_jax.main on configs/char_lm.py at the benchmark preset's size and schedule."""
+    log_every = max(steps // 20, 1)
+    overrides = {
+        "train.warmup_steps": min(train_config.warmup_steps, steps - 1),
+        "train.learning_rate": train_config.learning_rate,
+        "model.d_model": cfg.d_model,
+        "model.attention.num_heads": cfg.attention.num_heads,
+        "model.num_decoder_layers": cfg.num_decoder_layers,
+        "model.ffn.d_ff": cfg.ffn.d_ff,
+        "model.vocab_size": cfg.vocab_size,
+        "model.dtype": cfg.dtype,
+        "data.seq_len": config.seq_len,
+        "data.batch_size": config.batch_size,
+        "train.steps": steps,
+        "train.log_every": log_every,
+        "train.eval_every": steps,
+        "train.checkpoint_every": log_every * (steps // log_every),
+        "train.eval_examples": config.batch_size,
+    }
+    return [
+        sys.executable,
+        "-m",
+        "transformer_jax.main",
+        "--config=configs/char_lm.py",
+        f"--workdir={workdir}",
+        *(f"--config.{key}={value}" for key, value in overrides.items()),
+    ]
+
+
+def end_to_end(config, cfg, train_config, steps: int) -> None:
+    """Prints the trainer's end-to-end tokens/s beside PyTorch eager's, measured around it."""
+    batches = synthetic_batches(cfg, config.batch_size, config.seq_len, count=4)
+    runner = JaxRunner(cfg, train_config, batches[0])
+    torch_runner = TorchRunner(cfg, train_config, runner, batches[0])
+    del runner  # Its compiled step and state: only the weights were needed.
+    half = max(steps // 2, config.warmup_steps + 1)
+    torch_times = run_rounds({"pytorch": torch_runner}, batches, config.warmup_steps, half, half)
+
+    with tempfile.TemporaryDirectory() as workdir:
+        command = trainer_command(config, cfg, train_config, steps, workdir)
+        print("trainer:", " ".join(command[1:]), flush=True)
+        start = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
+        summary = json.loads((Path(workdir) / "summary.json").read_text())
+        lines = [json.loads(x) for x in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
+    torch_times["pytorch"] += run_rounds(
+        {"pytorch": torch_runner}, batches, config.warmup_steps, half, half
+    )["pytorch"]
+
+    windows = [m["tokens_per_sec"] for m in lines if m["split"] == "train"][1:]
+    quarter = max(len(windows) // 4, 1)
+    first, last = np.mean(windows[:quarter]), np.mean(windows[-quarter:])
+    trainer_rate = summary["tokens_per_sec"]
+    torch_rate = config.batch_size * config.seq_len / float(np.median(torch_times["pytorch"]))
+    print(f"trainer wall time {wall:.1f} s for {steps} steps; {summary['timing']}")
+    print(
+        f"trainer: {trainer_rate:,.0f} tokens/s (median of {len(windows)} windows); first "
+        f"quarter {first:,.0f}, last quarter {last:,.0f} ({last / first - 1:+.1%})"
+    )
+    print(f"pytorch eager: {torch_rate:,.0f} tokens/s ({2 * half} steps, half before, half after)")
+    print(f"tokens/s ratio trainer / pytorch: {trainer_rate / torch_rate:.2f}")
+
+
 def main(argv):
     del argv
     config = _CONFIG.value
@@ -102,6 +184,9 @@ def main(argv):
         raise ValueError(
             f"seq_len={seq_len} exceeds model.positional.max_len={cfg.positional.max_len}"
         )
+    if _END_TO_END_STEPS.value:
+        end_to_end(config, cfg, train_config, _END_TO_END_STEPS.value)
+        return
     device = jax.devices()[0]
     tokens = batch_size * seq_len
     print(

@@ -304,3 +304,46 @@ def test_two_trainers_never_write_one_run_directory(tmp_path):
     assert not (workdir / "config.json").exists()
     holder.close()
     assert train_and_evaluate(config, str(workdir)).status == "finished"
+
+
+def test_window_rates_time_the_steps_not_their_dispatch(tmp_path, monkeypatch):
+    """Dispatch is asynchronous: a window's tokens/s must wait for its steps. Each step here
+    carries ~0.1 s of extra device work, far more than its dispatch; a rate read off the clock
+    before the steps finish would be several times too high. A char LM has a fixed number of
+    target tokens per step (batch x context), so each train line's rate times the time since the
+    previous line is the window's tokens (a little more: the logging itself)."""
+    from transformer_jax import defaults
+    from transformer_jax.train import step as steps
+
+    make_train_step = steps.make_train_step
+
+    def slow_train_step(*args, **kwargs):
+        train_step = make_train_step(*args, **kwargs)
+
+        def step(state, batch):
+            state, metrics = train_step(state, batch)
+            x = jnp.full((192, 192), 1e-3) * metrics["loss"]
+            x = jax.lax.fori_loop(0, 100, lambda i, x: jnp.tanh(x @ x), x)
+            return state, {**metrics, "loss": metrics["loss"] + 0.0 * x[0, 0]}
+
+        return step
+
+    monkeypatch.setattr(steps, "make_train_step", slow_train_step)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 400)
+    config = defaults.base_config("text_file")
+    config.data.update(path=str(corpus), data_dir=str(tmp_path / "tfds"), seq_len=16, batch_size=4)
+    config.model.update(family="decoder_only", d_model=16, num_decoder_layers=1)
+    config.model.attention.num_heads = 2
+    config.model.ffn.d_ff = 32
+    config.train.update(steps=24, log_every=4, eval_every=24, checkpoint_every=24, warmup_steps=2)
+    train_and_evaluate(config, str(tmp_path / "run"))
+    train = [m for m in read_metrics_with_times(tmp_path / "run") if m["split"] == "train"]
+    # From the third line on: the first window compiles, the second follows the first write.
+    for previous, line in zip(train[1:], train[2:], strict=False):
+        tokens = line["tokens_per_sec"] * (line["time"] - previous["time"])
+        assert 0.9 * 4 * 64 <= tokens <= 1.5 * 4 * 64, (line["step"], tokens)
+
+
+def read_metrics_with_times(workdir):
+    return [json.loads(line) for line in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]

@@ -304,6 +304,7 @@ def train_seed_group(
                 group_window.append(metrics)
                 logged = step % train_cfg.log_every == 0 or step == train_cfg.steps
                 if logged:
+                    jax.block_until_ready(group_window)  # Then the clock: see trainer.py.
                     now = time.perf_counter()
                     for i, run in active():
                         opt_state = unstack(states.opt_state, i)

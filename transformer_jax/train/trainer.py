@@ -447,6 +447,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
                 window.append(metrics)
                 logged = step % train_cfg.log_every == 0 or step == train_cfg.steps
                 if logged:
+                    # Dispatch is asynchronous: wait for the window's steps before reading the
+                    # clock, or the window's rate counts only their dispatch.
+                    jax.block_until_ready(window)
                     elapsed = time.perf_counter() - window_start
                     opt_state = parallel.host_state(state.opt_state)
                     averaged = train_line(window, elapsed, opt_state)
