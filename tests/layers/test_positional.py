@@ -132,7 +132,7 @@ def _valid(lengths, width):
     return jnp.arange(width)[None, :] < jnp.asarray(lengths)[:, None]
 
 
-@pytest.mark.parametrize("scheme", ["offset", "randomized"])
+@pytest.mark.parametrize("scheme", ["offset", "batch_offset", "randomized"])
 def test_training_positions_are_ordered_in_range_and_deterministic(scheme):
     valid_BT = _valid([1, 3, 6, 6, 2], 6)
     key = jax.random.PRNGKey(3)
@@ -157,6 +157,25 @@ def test_offset_positions_are_consecutive_from_a_random_start_covering_the_table
     np.testing.assert_array_equal(pos_BT[:, :n], starts[:, None] + np.arange(n))
     # Offsets are uniform over every start that keeps the n real tokens in the table.
     assert set(starts.tolist()) == set(range(12 - n + 1))
+
+
+def test_batch_offset_positions_share_one_start_below_the_batch_length():
+    """tensor2tensor's position_start_index="random": one offset per batch, uniform in [0, T)."""
+    valid_BT = _valid([2, 5, 8], 8)
+    starts = []
+    for seed in range(300):
+        pos_BT = np.asarray(
+            positional.training_positions("batch_offset", jax.random.PRNGKey(seed), valid_BT, 64)
+        )
+        np.testing.assert_array_equal(pos_BT, pos_BT[:1] + np.zeros((3, 1), np.int32))
+        np.testing.assert_array_equal(pos_BT[0], pos_BT[0, 0] + np.arange(8))
+        starts.append(int(pos_BT[0, 0]))
+    assert set(starts) == set(range(8))
+    # A table shorter than twice the batch length bounds the offset instead.
+    for seed in range(50):
+        key = jax.random.PRNGKey(seed)
+        short = np.asarray(positional.training_positions("batch_offset", key, valid_BT, 10))
+        assert short.max() <= 9 and np.all(np.diff(short, axis=1) == 1)
 
 
 def test_randomized_positions_are_a_uniform_sorted_subset_for_each_real_length():

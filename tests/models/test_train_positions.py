@@ -10,6 +10,7 @@ from transformer_jax.models import FAMILIES
 
 CASES = [
     ("encoder_decoder", "sinusoidal", "offset", False),
+    ("encoder_decoder", "sinusoidal", "batch_offset", False),
     ("encoder_decoder", "learned", "randomized", True),
     ("decoder_only", "rotary", "randomized", False),
     ("decoder_only", "alibi", "randomized", False),

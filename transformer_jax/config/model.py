@@ -83,8 +83,9 @@ class PositionalConfig:
     base: float = 10000.0  # wavelength base of the sinusoidal table and of rotary angles
     max_len: int = 256  # longest sequence, in tokens; sizes position tables
     # Positions during training only (evaluation always uses 0, 1, 2, ...): plain; offset,
-    # each sequence starts at a random offset (tensor2tensor's position_start_index="random");
-    # randomized, an ordered random subset of 0 .. max_len - 1 (Ruoss et al. 2023). Both let
+    # each sequence starts at a random offset, covering the whole table; batch_offset, one
+    # random offset per batch below its length (tensor2tensor's position_start_index="random");
+    # randomized, an ordered random subset of 0 .. max_len - 1 (Ruoss et al. 2023). Each lets
     # training reach the positions of longer test inputs. See layers.positional.
     train_positions: str = "plain"
 

@@ -87,7 +87,7 @@ def alibi_bias(
     return -slopes_N[None, :, None, None] * distance_BTS[:, None, :, :]
 
 
-TRAIN_POSITIONS = ("plain", "offset", "randomized")
+TRAIN_POSITIONS = ("plain", "offset", "batch_offset", "randomized")
 
 
 def training_positions(
@@ -98,8 +98,12 @@ def training_positions(
     increasing positions, so position-built causal masks stay correct.
 
     offset: row b's positions are o_b, o_b + 1, ... with o_b uniform in [0, max_len - n_b]
-      (n_b its real tokens), so every position of the table is trained. tensor2tensor's
-      position_start_index="random" draws one offset per batch in [0, T) instead.
+      (n_b its real tokens), so every position of the table is trained.
+    batch_offset: tensor2tensor's position_start_index="random" (the Universal Transformer
+      paper's algorithmic runs): every row's positions are o, o + 1, ... with one o per batch,
+      uniform in [0, T), T the batch's padded length (in [0, max_len - T] where the table is
+      shorter than 2 T). Training reaches positions up to about twice the training length, not
+      the whole table, and the task stays nearly as easy to learn as with plain positions.
     randomized: row b's real tokens get n_b positions drawn uniformly without replacement
       from [0, max_len) and sorted (Ruoss et al. 2023, §3); drawn for the real length, not the
       padded one, so that long rows and short rows alike reach the end of the range.
@@ -117,6 +121,9 @@ def training_positions(
         offset_B1 = jax.random.randint(key, (batch, 1), 0, max_len - n_B1 + 1)
         steps_1T = jnp.arange(length, dtype=jnp.int32)[None, :]
         return jnp.minimum(offset_B1 + steps_1T, max_len - 1)
+    if scheme == "batch_offset":
+        offset = jax.random.randint(key, (), 0, min(length, max_len - length + 1))
+        return jnp.broadcast_to(offset + jnp.arange(length, dtype=jnp.int32), (batch, length))
     if scheme == "randomized":
         # The n_b slots of lowest random score are chosen; sorting chosen-first, then by slot,
         # lists them in increasing order, followed by the unchosen ones.
