@@ -7,8 +7,11 @@ Runs the sweep twice from scratch, one after the other, in fresh directories:
 
   per_run  one process per (variant, seed), each compiling everything itself
            (--seed_groups=false --compile_cache=false): how sweeps ran before seed groups;
-  grouped  the default: the seeds of a variant as one process and one vmapped program
-           (train/seed_group.py), sharing a persistent compilation cache (sweep/runner.py).
+  grouped  the README's quick start: the seeds of a variant as one process and one vmapped
+           program (train/seed_group.py), sharing a persistent compilation cache
+           (sweep/runner.py), --parallel processes at once (default 2, one per core of a
+           2-core machine: XLA compiles on one thread, and a small model's step barely
+           uses two).
 
 and prints each one's wall time, the mean per-run time breakdown from the runs' summary.json
 (train/timing.py; a seed group's breakdown is its process's, shared by its seeds), the largest
@@ -31,10 +34,11 @@ from absl import app, flags
 _SWEEP = flags.DEFINE_string("sweep", "experiments/quickstart.py", "Sweep file to run.")
 _QUICK = flags.DEFINE_bool("quick", False, "Pass --quick to the sweep (shrunk runs).")
 _KEEP = flags.DEFINE_string("keep", "", "Keep the two sweep directories under this directory.")
+_PARALLEL = flags.DEFINE_integer("parallel", 2, "--parallel of the grouped sweep.")
 
 MODES = {
-    "per_run": ("--seed_groups=false", "--compile_cache=false"),
-    "grouped": (),
+    "per_run": lambda: ("--seed_groups=false", "--compile_cache=false"),
+    "grouped": lambda: (f"--parallel={_PARALLEL.value}",),
 }
 PHASES = ("startup", "data", "init", "compile", "train", "eval", "decode", "checkpoint", "total")
 
@@ -48,7 +52,7 @@ def run_mode(name: str, root: Path) -> float:
         f"--sweep={_SWEEP.value}",
         f"--workdir={root / name}",
         *(["--quick"] if _QUICK.value else []),
-        *MODES[name],
+        *MODES[name](),
     ]
     print(f"{name}: {' '.join(argv[1:])}", flush=True)
     start = time.perf_counter()
