@@ -54,15 +54,25 @@ def one_step(kind, *, fsdp=1, devices=None, accum=1):
     return jax.device_get(layout.host_state(new_state).params), float(metrics["loss"])
 
 
-def group_step():
-    """One step of a seed group of two on all devices (the reference's seed second)."""
+def group_step(num_seeds=2):
+    """One step of a seed group on all devices, the reference's seed second; the others start
+    from shifted parameters and read the batch reversed. Two seeds on 8 devices split each
+    seed's batch; 8 seeds on 8 devices give each seed a device of its own."""
     state, batch, step = setup()
-    other = jax.tree.map(lambda x: x + 1 if x.dtype.kind == "f" else x, state)
-    train_fn = compile_group_train(step, par.make_mesh(1))
+    others = [
+        jax.tree.map(lambda x, k=k: x + k if x.dtype.kind == "f" else x, state)
+        for k in range(1, num_seeds)
+    ]
+    reversed_batch = jax.tree.map(lambda x: x[::-1], batch)
+    mesh = par.make_mesh(1)
+    train_fn = compile_group_train(step, mesh, num_seeds)
     new_state, metrics = train_fn(
-        stack([other, state]), stack([jax.tree.map(lambda x: x[::-1], batch), batch])
+        stack([others[0], state, *others[1:]]),
+        stack([reversed_batch, batch, *[reversed_batch] * (num_seeds - 2)]),
     )
-    return jax.device_get(unstack(new_state, 1).params), float(metrics["loss"][1])
+    spec = jax.tree.leaves(new_state.params)[0].sharding.spec
+    axes = [list(a) if isinstance(a, tuple) else a for a in spec]  # JSON: [["data", "fsdp"]]
+    return jax.device_get(unstack(new_state, 1).params), float(metrics["loss"][1]), axes
 
 
 def case_steps(directory):
@@ -75,11 +85,17 @@ def case_steps(directory):
         "accum4": dict(kind="jit", devices=jax.devices()[:1], accum=4),
         "accum2_pmap8": dict(kind="pmap", accum=2),
         "group8": {},
+        "group8_sharded": {},
     }
+    groups = {"group8": 2, "group8_sharded": 8}
     for name, kwargs in layouts.items():
-        params, loss = group_step() if name == "group8" else one_step(**kwargs)
+        spec = None
+        if name in groups:
+            params, loss, spec = group_step(groups[name])
+        else:
+            params, loss = one_step(**kwargs)
         diffs = jax.tree.map(lambda a, b: float(np.max(np.abs(a - b))), params, reference)
-        out[name] = {"loss": loss, "max_param_diff": max(jax.tree.leaves(diffs))}
+        out[name] = {"loss": loss, "max_param_diff": max(jax.tree.leaves(diffs)), "spec": spec}
     _, _, step = setup()
     state, _, _ = setup()
     mesh = par.make_mesh(4)

@@ -48,12 +48,21 @@ def eight_devices(tmp_path_factory):
     return run_case(8, "steps", directory), directory
 
 
-@pytest.mark.parametrize("layout", ["jit8", "fsdp2", "pmap8", "accum4", "accum2_pmap8", "group8"])
+LAYOUTS = ["jit8", "fsdp2", "pmap8", "accum4", "accum2_pmap8", "group8", "group8_sharded"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_layouts_match_one_device(eight_devices, layout):
     result, _ = eight_devices
     assert result["devices"] == 8
     assert result[layout]["loss"] == pytest.approx(result["reference_loss"], rel=1e-5)
     assert result[layout]["max_param_diff"] < 1e-5
+
+
+def test_a_group_of_as_many_seeds_as_devices_gives_each_seed_its_own(eight_devices):
+    result, _ = eight_devices
+    assert result["group8_sharded"]["spec"] == [["data", "fsdp"]]  # the seed axis, split
+    assert result["group8"]["spec"] == []  # 2 seeds: replicated, each seed's batch split
 
 
 def test_fsdp_shards_parameters(eight_devices):

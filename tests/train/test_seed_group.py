@@ -93,8 +93,8 @@ def _params(workdir):
     return jax.tree.leaves(jax.device_get(load_run(str(workdir)).state.params))
 
 
-def assert_same_run(group_dir, solo_dir):
-    """metrics.jsonl line for line (RTOL) and the final parameters (ATOL)."""
+def assert_same_run(group_dir, solo_dir, rtol=RTOL):
+    """metrics.jsonl line for line (rtol) and the final parameters (ATOL)."""
     group, solo = read_metrics(group_dir), read_metrics(solo_dir)
     assert [(m["step"], m["split"], sorted(m)) for m in group] == [
         (m["step"], m["split"], sorted(m)) for m in solo
@@ -102,7 +102,7 @@ def assert_same_run(group_dir, solo_dir):
     for ours, theirs in zip(group, solo, strict=True):
         names = [k for k in theirs if k not in ("step", "split")]
         np.testing.assert_allclose(
-            [ours[k] for k in names], [theirs[k] for k in names], rtol=RTOL, err_msg=str(names)
+            [ours[k] for k in names], [theirs[k] for k in names], rtol=rtol, err_msg=str(names)
         )
     for ours, theirs in zip(_params(group_dir), _params(solo_dir), strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=0, atol=ATOL)
@@ -246,6 +246,17 @@ def test_the_command_line_trains_a_group_into_seed_directories(tmp_path):
     for seed in SEEDS:
         summary = run_dir.read_summary(tmp_path / "group" / f"seed_{seed}")
         assert (summary.status, summary.step) == ("finished", 10)
+    # On two devices the two seeds train on one device each (the seed axis sharded), and each
+    # seed's run, evaluations and checkpoints equal the one-device group's (evaluation splits
+    # each batch over the two devices, which sums in another order: 1e-5).
+    command[4] = f"--workdir={tmp_path / 'group_on_2'}"
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    done = run([*command, "--seeds=0,3"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    for seed in SEEDS:
+        assert_same_run(
+            tmp_path / "group_on_2" / f"seed_{seed}", tmp_path / "group" / f"seed_{seed}", 1e-5
+        )
 
 
 @pytest.mark.slow

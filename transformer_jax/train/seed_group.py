@@ -20,7 +20,11 @@ run's in the last bit from the first step; with SGD the metrics stay within ~2e-
 the parameters within ~2e-7 absolute over 20 steps of the tests' models, while Adam, whose first
 updates are about lr * sign(gradient), turns a near-zero gradient entry whose sign flips into a
 2 * lr parameter difference (tests/train/test_seed_group.py states the measurements). On several
-devices each seed's batch rows are split over them as in a solo run (`compile_group_train`).
+devices, a group with as many seeds as devices (or a multiple) trains each seed on devices of
+its own, the seed axis sharded over them with no communication between seeds: different runs
+on different devices at once, in one program (a TPU host's chips, a multi-GPU machine); any
+other group replicates its state and splits each seed's batch rows over the devices as in a
+solo run (`compile_group_train`).
 
 A seed whose loss turns non-finite gets the "diverged" summary its solo run would write and is no
 longer logged, evaluated or checkpointed; the other seeds train on (its lane of the vmapped step
@@ -99,16 +103,36 @@ def unstack(tree: Any, index: int) -> Any:
     return jax.tree.map(lambda x: x[index], tree)
 
 
-def compile_group_train(train_step, mesh):
+def shards_seeds(num_seeds: int, mesh) -> bool:
+    """Whether a group of `num_seeds` trains each seed on devices of its own: several devices,
+    and seeds that divide evenly over them."""
+    return mesh.size > 1 and num_seeds % mesh.size == 0
+
+
+def group_state_sharding(num_seeds: int, mesh) -> NamedSharding:
+    """Where a group's stacked state lives: split along the seed axis (`shards_seeds`), or
+    replicated on every device."""
+    if shards_seeds(num_seeds, mesh):
+        return NamedSharding(mesh, PartitionSpec((DATA, FSDP)))
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def compile_group_train(train_step, mesh, num_seeds: int):
     """`jax.vmap(train_step)` over a leading seed axis of the state and the batch, jitted for
-    `mesh` with the state donated: the stacked state replicated, each seed's batch rows split
-    over the devices as in a solo run (XLA sums each seed's gradients over them)."""
-    replicated = NamedSharding(mesh, PartitionSpec())
-    batch_sharding = NamedSharding(mesh, PartitionSpec(None, (DATA, FSDP)))
+    `mesh` with the state donated. With `shards_seeds`, the state, batches and metrics are split
+    along the seed axis: each device runs whole seeds, with no collective between them.
+    Otherwise the stacked state is replicated and each seed's batch rows are split over the
+    devices as in a solo run (XLA sums each seed's gradients over them)."""
+    state_sharding = group_state_sharding(num_seeds, mesh)
+    if shards_seeds(num_seeds, mesh):
+        batch_sharding = metrics_sharding = state_sharding
+    else:
+        batch_sharding = NamedSharding(mesh, PartitionSpec(None, (DATA, FSDP)))
+        metrics_sharding = state_sharding
     return jax.jit(
         jax.vmap(train_step),
-        in_shardings=(replicated, batch_sharding),
-        out_shardings=(replicated, replicated),
+        in_shardings=(state_sharding, batch_sharding),
+        out_shardings=(state_sharding, metrics_sharding),
         donate_argnums=0,
     )
 
@@ -197,10 +221,15 @@ def train_seed_group(
         init = steps.make_init(model, optimizer, sample)
         initial = [parallel.place_state(init(jax.random.PRNGKey(run.seed))) for run in runs]
     num_params = steps.count_params(initial[0].params)
+    # A seed trained on devices of its own sees its whole batch on one device, as a solo run on
+    # one device does: the same dropout bits (train.threefry="auto" picks by device count).
+    step_devices = 1 if shards_seeds(len(runs), parallel.mesh) else parallel.num_devices
     train_fn = compile_group_train(
-        steps.make_train_step(model, optimizer, train_cfg, parallel.num_devices), parallel.mesh
+        steps.make_train_step(model, optimizer, train_cfg, step_devices),
+        parallel.mesh,
+        len(runs),
     )
-    replicated = NamedSharding(parallel.mesh, PartitionSpec())
+    group_sharding = group_state_sharding(len(runs), parallel.mesh)
     eval_fns = trainer.make_eval_fns(prepared, parallel, phases)
     for run in runs:
         if train_cfg.bleu:
@@ -252,12 +281,17 @@ def train_seed_group(
             run.rates = list(loop.get("rates", []))
             restored_states.append(state)
         print(f"{info.name}: {len(runs)} seeds x {num_params:,} parameters.", flush=True)
-        states = jax.device_put(stack(restored_states), replicated)
+        states = jax.device_put(stack(restored_states), group_sharding)
         step = int(restored_states[0].step)
         del initial, restored_states
 
         group_window = []  # per-step metrics since the last train line, stacked over the seeds
         compiling = True  # This process's first window includes compilation: not a rate.
+
+        def seed_state(i: int):
+            """Seed i's state, placed as a solo run's (a sharded group holds it on its own
+            devices; the eval step and checkpoints expect the run's layout)."""
+            return parallel.place_state(unstack(states, i))
 
         def active():
             return [(i, run) for i, run in enumerate(runs) if run.ended is None]
@@ -274,7 +308,7 @@ def train_seed_group(
             }
 
         def save(i: int, run: _Seed, force: bool) -> None:
-            state = unstack(states, i)
+            state = seed_state(i)
             try:
                 with phases("checkpoint"):
                     run.checkpointer.save(
@@ -327,7 +361,7 @@ def train_seed_group(
                 if step % train_cfg.eval_every == 0 or step == train_cfg.steps:
                     for i, run in active():
                         final = step == train_cfg.steps
-                        run.final_metrics = evaluate_seed(run, unstack(states, i), final)
+                        run.final_metrics = evaluate_seed(run, seed_state(i), final)
                         for split, values in run.final_metrics.items():
                             run.logger.write(step, split, values)
                         run.window_start = time.perf_counter()
@@ -344,7 +378,7 @@ def train_seed_group(
         for i, run in active():
             save(i, run, force=True)  # On disk before the summary says "finished".
             if not run.final_metrics:  # Resumed at the last step: evaluate the restored state.
-                run.final_metrics = evaluate_seed(run, unstack(states, i), final=True)
+                run.final_metrics = evaluate_seed(run, seed_state(i), final=True)
             run.ended = run.outcome(
                 "finished",
                 step,
