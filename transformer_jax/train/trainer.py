@@ -301,12 +301,11 @@ def make_eval_fns(prepared: Prepared, parallel, phases: Phases | None = None) ->
     eval_fn = jax.jit(
         functools.partial(steps.eval_step, model=model, diagnostics=train_cfg.diagnostics)
     )
-    decoded = ()
+    fns = dict.fromkeys(info.eval_splits, parallel.wrap_eval(eval_fn))
     if info.kind == "seq2seq" and train_cfg.generate_eval:
-        decoded = train_cfg.generate_eval_splits or info.eval_splits
-        decoding_fn = parallel.wrap_eval(with_generation(eval_fn, model, phases))
-    eval_fn = parallel.wrap_eval(eval_fn)
-    return {split: decoding_fn if split in decoded else eval_fn for split in info.eval_splits}
+        decoding = parallel.wrap_eval(with_generation(eval_fn, model, phases))
+        fns.update(dict.fromkeys(train_cfg.generate_eval_splits or info.eval_splits, decoding))
+    return fns
 
 
 def train_line(window: list[dict], elapsed_s: float, opt_state) -> dict[str, float]:
