@@ -123,16 +123,14 @@ def compile_group_train(train_step, mesh, num_seeds: int):
     along the seed axis: each device runs whole seeds, with no collective between them.
     Otherwise the stacked state is replicated and each seed's batch rows are split over the
     devices as in a solo run (XLA sums each seed's gradients over them)."""
-    state_sharding = group_state_sharding(num_seeds, mesh)
-    if shards_seeds(num_seeds, mesh):
-        batch_sharding = metrics_sharding = state_sharding
-    else:
+    seed_sharding = group_state_sharding(num_seeds, mesh)  # the metrics' too
+    batch_sharding = seed_sharding
+    if not shards_seeds(num_seeds, mesh):
         batch_sharding = NamedSharding(mesh, PartitionSpec(None, (DATA, FSDP)))
-        metrics_sharding = state_sharding
     return jax.jit(
         jax.vmap(train_step),
-        in_shardings=(state_sharding, batch_sharding),
-        out_shardings=(state_sharding, metrics_sharding),
+        in_shardings=(seed_sharding, batch_sharding),
+        out_shardings=(seed_sharding, seed_sharding),
         donate_argnums=0,
     )
 
