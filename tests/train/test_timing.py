@@ -43,6 +43,22 @@ def test_nested_phases_are_exclusive_and_the_rest_is_other(monkeypatch):
     )
 
 
+def test_open_phases_count_up_to_the_breakdown(monkeypatch):
+    """A run stopped by a signal writes its summary inside the training loop."""
+    clock = FakeClock()
+    monkeypatch.setattr(timing.time, "perf_counter", clock)
+    phases = Phases()
+    with phases("train"):
+        clock.now += 4.0
+        with phases("eval"):
+            clock.now += 1.0
+        with phases("checkpoint"):
+            clock.now += 2.0
+            out = phases.breakdown()
+    assert (out["train"], out["eval"], out["checkpoint"], out["other"]) == (4.0, 1.0, 2.0, 0.0)
+    assert phases.breakdown()["train"] == 4.0  # closed now: nothing counted twice
+
+
 def test_a_phase_raising_is_still_timed(monkeypatch):
     clock = FakeClock()
     monkeypatch.setattr(timing.time, "perf_counter", clock)

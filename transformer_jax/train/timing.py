@@ -47,28 +47,35 @@ class Phases:
         self._created = time.perf_counter()
         self._startup = process_age_s()
         self._seconds = dict.fromkeys(PHASES[1:], 0.0)
-        self._open = []  # [phase, time spent in phases nested in it] of the phases entered
+        self._open = []  # [phase, start, time in phases nested in it] of the phases entered
 
     @contextlib.contextmanager
     def __call__(self, phase: str):
         if phase not in self._seconds:
             raise ValueError(f"phase={phase!r} is not a timed phase; valid: {PHASES[1:]}")
         start = time.perf_counter()
-        self._open.append([phase, 0.0])
+        self._open.append([phase, start, 0.0])
         try:
             yield
         finally:
-            _, nested = self._open.pop()
+            _, _, nested = self._open.pop()
             elapsed = time.perf_counter() - start
             self._seconds[phase] += elapsed - nested
             if self._open:
-                self._open[-1][1] += elapsed
+                self._open[-1][2] += elapsed
 
     def breakdown(self) -> dict[str, float | None]:
-        """Seconds per phase, other and total (startup included when known)."""
-        timed = time.perf_counter() - self._created
-        out = {"startup": self._startup, **self._seconds}
-        out["other"] = max(timed - sum(self._seconds.values()), 0.0)
+        """Seconds per phase, other and total (startup included when known); phases still open
+        (a run that stops inside its loop) count up to now."""
+        now = time.perf_counter()
+        timed = now - self._created
+        seconds = dict(self._seconds)
+        inner = 0.0  # the open phase nested in this one, innermost first
+        for phase, start, nested in reversed(self._open):
+            seconds[phase] += (now - start) - nested - inner
+            inner = now - start
+        out = {"startup": self._startup, **seconds}
+        out["other"] = max(timed - sum(seconds.values()), 0.0)
         out["total"] = timed + (self._startup or 0.0)
         return {name: None if s is None else round(s, 3) for name, s in out.items()}
 
