@@ -27,8 +27,8 @@ Budget: measured on this machine (2 CPU cores, load average ~8 from other jobs) 
 at ~18 steps/s; runs stop at the test-accuracy plateau (3 evaluations 500 steps apart without a
 gain of 0.001, not before step 2,000) or at 8,000 steps (~450 s + 16 evaluations of six
 500-example splits, ~80 s). 6 encodings x 3 seeds x ~530 s = 9,500 run-seconds = 1.3 hours at
---parallel=2; with experiments/universal_table4.py (copy and reverse, ~3.7 hours) the issue's
-sweeps fit the ~6-hour budget.
+--parallel=2. With experiments/universal_table4.py now at ~6 hours per task (its docstring says
+why), the issue's sweeps take about twice its ~6-hour budget; both resume across sessions.
 """
 
 from pathlib import Path
