@@ -22,7 +22,6 @@ other, so load that changes in between changes the ratio.
 
 import csv
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ import time
 from pathlib import Path
 
 from absl import app, flags
+
+from transformer_jax.report import environment
 
 _SWEEP = flags.DEFINE_string("sweep", "experiments/quickstart.py", "Sweep file to run.")
 _QUICK = flags.DEFINE_bool("quick", False, "Pass --quick to the sweep (shrunk runs).")
@@ -60,14 +61,16 @@ def run_mode(name: str, root: Path) -> float:
     return time.perf_counter() - start
 
 
-def mean_breakdown(workdir: Path) -> tuple[int, dict[str, float]]:
-    """The number of finished runs and their mean time per phase; a seed group counted once."""
+def mean_breakdown(workdir: Path, grouped: bool) -> tuple[int, dict[str, float]]:
+    """The number of finished runs and their mean time per process and phase (the seeds of a
+    group share their process's breakdown: counted once, by variant directory)."""
+    summaries = list(workdir.glob("*/seed_*/summary.json"))
     processes = {}
-    for summary in workdir.glob("*/seed_*/summary.json"):
+    for summary in summaries:
         timing = json.loads(summary.read_text()).get("timing") or {}
-        if timing:  # A group's seeds share one breakdown: keyed by the variant directory.
-            processes[summary.parent.parent if "grouped" in str(workdir) else summary] = timing
-    runs = len(list(workdir.glob("*/seed_*/summary.json")))
+        if timing:
+            processes[summary.parent.parent if grouped else summary] = timing
+    runs = len(summaries)
     means = {
         phase: sum((t.get(phase) or 0.0) for t in processes.values()) / max(len(processes), 1)
         for phase in PHASES
@@ -94,13 +97,14 @@ def main(argv):
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(_KEEP.value or scratch)
         walls = {name: run_mode(name, root) for name in MODES}
-        print(f"\nsweep {_SWEEP.value}{' --quick' if _QUICK.value else ''}, {os.cpu_count()} CPUs")
+        machine = environment.describe_machine(environment.machine_info())
+        print(f"\nsweep {_SWEEP.value}{' --quick' if _QUICK.value else ''} on {machine}")
         print(
             f"{'mode':<8} {'wall_s':>7} {'runs':>4} {'procs':>5} "
             + " ".join(f"{p:>9}" for p in PHASES)
         )
         for name, wall in walls.items():
-            runs, means = mean_breakdown(root / name)
+            runs, means = mean_breakdown(root / name, grouped=name == "grouped")
             cells = " ".join(f"{means[p]:>9.1f}" for p in PHASES)
             print(f"{name:<8} {wall:>7.1f} {runs:>4} {means['processes']:>5} {cells}")
         print("(phases: mean seconds per process; a seed group is one process for its seeds)")

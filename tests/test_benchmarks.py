@@ -124,3 +124,20 @@ def test_unsupported_pytorch_configs_name_the_field():
 def test_reuse_freed_memory_applies_with_glibc():
     expected = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
     assert host_memory.reuse_freed_memory() == expected
+
+
+def test_sweep_speed_counts_a_seed_group_as_one_process(tmp_path):
+    import json
+
+    from benchmarks.sweep_speed import mean_breakdown
+
+    for variant, seeds in (("a", (0, 1, 2)), ("b", (0, 1, 2))):
+        for seed in seeds:
+            run = tmp_path / variant / f"seed_{seed}"
+            run.mkdir(parents=True)
+            timing = {"train": 10.0 if variant == "a" else 20.0, "total": 30.0 + seed}
+            (run / "summary.json").write_text(json.dumps({"status": "finished", "timing": timing}))
+    runs, grouped = mean_breakdown(tmp_path, grouped=True)
+    assert runs == 6 and grouped["processes"] == 2 and grouped["train"] == 15.0
+    runs, separate = mean_breakdown(tmp_path, grouped=False)
+    assert runs == 6 and separate["processes"] == 6 and separate["total"] == 31.0

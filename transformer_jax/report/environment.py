@@ -5,6 +5,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 # Re-exported for the sweep runner, which records the commit of each invocation.
@@ -32,6 +33,7 @@ def machine_info() -> dict[str, Any]:
         "os": platform.platform(),
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
     }
     try:
         probe = subprocess.run(
@@ -43,11 +45,25 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo, else platform.processor()), "" if unknown:
+    speed figures name the machine, and CPU models differ several-fold in matmul throughput."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def describe_machine(info: dict[str, Any]) -> str:
-    """One line, e.g. "1 x NVIDIA H200 (gpu), 16 CPUs, jax 0.10.2, Linux-...; host: h"."""
+    """One line, e.g. "1 x NVIDIA H200 (gpu), 16 CPUs (Intel(R) Xeon(R) ...), jax 0.10.2,
+    Linux-...; host: h"."""
+    model = f" ({info['cpu_model']})" if info.get("cpu_model") else ""
     return (
         f"{info.get('device_count', '?')} x {info.get('device_kind', 'unknown')} "
-        f"({info.get('platform', 'unknown')}), {info.get('cpu_count', '?')} CPUs, "
+        f"({info.get('platform', 'unknown')}), {info.get('cpu_count', '?')} CPUs{model}, "
         f"jax {info.get('jax_version', '?')}, {info.get('os', '?')}; "
         f"host {info.get('hostname', '?')}"
     )
