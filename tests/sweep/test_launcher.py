@@ -99,6 +99,9 @@ def test_parallel_runs_are_pinned_to_disjoint_cpus(project):
 
 def test_parallel_runs_get_their_own_gpus_and_share_a_compile_cache(project, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    monkeypatch.delenv(
+        "JAX_COMPILATION_CACHE_DIR", raising=False
+    )  # the session's (tests/conftest.py)
     workdir = project / "out"
     assert run_demo(workdir, variants=["base", "better"], parallel=2) == {"finished": 4}
     environments = {
