@@ -17,9 +17,15 @@ class FakeClock:
         return self.now
 
 
-def test_nested_phases_are_exclusive_and_the_rest_is_other(monkeypatch):
-    clock = FakeClock()
-    monkeypatch.setattr(timing.time, "perf_counter", clock)
+@pytest.fixture
+def clock(monkeypatch):
+    """The clock Phases reads, advanced by hand."""
+    fake = FakeClock()
+    monkeypatch.setattr(timing.time, "perf_counter", fake)
+    return fake
+
+
+def test_nested_phases_are_exclusive_and_the_rest_is_other(clock, monkeypatch):
     monkeypatch.setattr(timing, "process_age_s", lambda: 4.0)
     phases = Phases()
     with phases("train"):
@@ -43,10 +49,8 @@ def test_nested_phases_are_exclusive_and_the_rest_is_other(monkeypatch):
     )
 
 
-def test_open_phases_count_up_to_the_breakdown(monkeypatch):
+def test_open_phases_count_up_to_the_breakdown(clock):
     """A run stopped by a signal writes its summary inside the training loop."""
-    clock = FakeClock()
-    monkeypatch.setattr(timing.time, "perf_counter", clock)
     phases = Phases()
     with phases("train"):
         clock.now += 4.0
@@ -59,9 +63,7 @@ def test_open_phases_count_up_to_the_breakdown(monkeypatch):
     assert phases.breakdown()["train"] == 4.0  # closed now: nothing counted twice
 
 
-def test_a_phase_raising_is_still_timed(monkeypatch):
-    clock = FakeClock()
-    monkeypatch.setattr(timing.time, "perf_counter", clock)
+def test_a_phase_raising_is_still_timed(clock):
     phases = Phases()
     with pytest.raises(RuntimeError), phases("checkpoint"):
         clock.now += 2.0
