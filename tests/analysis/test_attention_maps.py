@@ -107,8 +107,9 @@ def test_without_target_the_decoder_reads_its_greedy_output(run):
     np.testing.assert_allclose(cross.weights_NTS.sum(axis=-1), 1.0, atol=1e-5)
 
 
-def random_run(family: str) -> LoadedRun:
-    """A randomly initialised run of a family the copy task does not train, with digit tokens."""
+def random_run(family: str, changes: dict | None = None) -> LoadedRun:
+    """A randomly initialised run of a family the copy task does not train, with digit tokens;
+    `changes`: dotted-path config changes."""
     config = ModelConfig(
         family=family,
         vocab_size=13,
@@ -120,7 +121,7 @@ def random_run(family: str) -> LoadedRun:
         attention=AttentionConfig(num_heads=2),
         positional=PositionalConfig(max_len=12),
         ffn=FeedForwardConfig(d_ff=32),
-    )
+    ).override(changes or {})
     model = build_model(config)
     params = model.init(jax.random.PRNGKey(0), np.ones((1, 4), np.int32))["params"]
     state = TrainState(jnp.int32(0), params, {}, None, jax.random.PRNGKey(1))
@@ -137,6 +138,20 @@ def test_decoder_only_reads_bos_then_the_input():
         assert m.query_labels == m.key_labels == ["<bos>", "7", "0", "7"]
         assert m.weights_NTS.shape == (2, 4, 4)
         assert np.all(np.triu(m.weights_NTS[0], k=1) < 1e-6)
+
+
+def test_universal_transformer_has_one_map_per_recurrent_step():
+    maps = am.attention_maps(random_run("decoder_only", {"universal.enabled": True}), "7 0 7")
+    assert [m.name for m in maps] == [
+        "decoder/recurrence/block/self_attention/step_1",
+        "decoder/recurrence/block/self_attention/step_2",
+    ]
+    assert [am.short_name(m.name) for m in maps] == ["dec self s1", "dec self s2"]
+    for m in maps:
+        assert m.weights_NTS.shape == (2, 4, 4)
+        assert np.all(np.triu(m.weights_NTS[0], k=1) < 1e-6)
+    # The shared block reads a different state at each step.
+    assert not np.allclose(maps[0].weights_NTS, maps[1].weights_NTS)
 
 
 def test_classifier_maps_include_the_class_token():

@@ -44,10 +44,16 @@ class AttentionMap:
 
 
 def collect_attention(model, variables, args, kwargs) -> dict[str, np.ndarray]:
-    """Runs the model once and returns every sown attention weight, path -> (B, N, T, S)."""
+    """Runs the model once and returns every sown attention weight (see `sown_attention`)."""
     _, state = model.apply(variables, *args, train=False, mutable=["intermediates"], **kwargs)
+    return sown_attention(state["intermediates"])
+
+
+def sown_attention(intermediates) -> dict[str, np.ndarray]:
+    """Every attention weight in an "intermediates" collection, path -> (B, N, T, S), or
+    (U, B, N, T, S) for a Universal Transformer's shared block over its U steps."""
     found = {}
-    for path, value in jax.tree_util.tree_leaves_with_path(state["intermediates"]):
+    for path, value in jax.tree_util.tree_leaves_with_path(intermediates):
         keys = [str(k.key) for k in path if isinstance(getattr(k, "key", None), str)]
         if keys and keys[-1] == "attention_weights":
             found["/".join(keys[:-1])] = np.asarray(value)
@@ -123,7 +129,7 @@ def attention_maps(run, input_text: str, target_text: str | None = None) -> list
     family = family_of(run.model_config)
     tokenizer = run.tokenizer
     args, kwargs = family.inputs(batch)
-    weights = collect_attention(run.model, run.variables, args, kwargs)
+    sown = collect_attention(run.model, run.variables, args, kwargs)
     source_labels = tokens.labels(tokenizer, input_ids)
     if family.classifier and run.model_config.pooling == "cls":
         source_labels = ["<cls>"] + source_labels
@@ -131,11 +137,17 @@ def attention_maps(run, input_text: str, target_text: str | None = None) -> list
     if "targets" in batch:
         decoder_labels = tokens.labels(tokenizer, np.asarray(shift_right(batch["targets"]))[0])
     maps = []
-    for name, weights_BNTS in weights.items():
+    for name, weights in sown.items():
         reads_source = name.startswith("encoder")
         query_labels = source_labels if reads_source else decoder_labels
         key_labels = source_labels if reads_source or "cross" in name else decoder_labels
-        maps.append(AttentionMap(name, weights_BNTS[0], query_labels, key_labels))
+        if weights.ndim == 5:  # a Universal Transformer's shared block: one map per step
+            for step, weights_BNTS in enumerate(weights, start=1):
+                maps.append(
+                    AttentionMap(f"{name}/step_{step}", weights_BNTS[0], query_labels, key_labels)
+                )
+        else:
+            maps.append(AttentionMap(name, weights[0], query_labels, key_labels))
     return maps
 
 
@@ -163,8 +175,17 @@ def plot(maps: list[AttentionMap], out: str, title: str = ""):
 
 
 def short_name(name: str) -> str:
-    """Shortens e.g. decoder/layer_1/cross_attention to "dec L1 cross", to fit above a heatmap."""
-    for long, short in (("encoder", "enc"), ("decoder", "dec"), ("_attention", ""), ("/", " ")):
+    """Shortens e.g. decoder/layer_1/cross_attention to "dec L1 cross" (and a Universal
+    Transformer's decoder/recurrence/block/cross_attention/step_2 to "dec cross s2"), to fit
+    above a heatmap."""
+    for long, short in (
+        ("encoder", "enc"),
+        ("decoder", "dec"),
+        ("/recurrence/block", ""),
+        ("_attention", ""),
+        ("step_", "s"),
+        ("/", " "),
+    ):
         name = name.replace(long, short)
     return re.sub(r"layer_(\d+)", r"L\1", name)
 

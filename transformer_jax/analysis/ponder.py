@@ -38,8 +38,14 @@ class PonderMap:
 def collect_ponder(model, variables, args, kwargs) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Runs the model once: stack name -> (ponder steps, remainders), each (B, T)."""
     _, state = model.apply(variables, *args, train=False, mutable=["intermediates"], **kwargs)
+    return sown_ponder(state["intermediates"])
+
+
+def sown_ponder(intermediates) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Stack name -> (ponder steps, remainders), each (B, T), from an "intermediates"
+    collection; empty for models without ACT."""
     found = {}
-    for name, sown in state["intermediates"].items():
+    for name, sown in intermediates.items():
         if isinstance(sown, dict) and "ponder_steps" in sown:
             found[name] = (
                 np.asarray(sown["ponder_steps"][0]),
