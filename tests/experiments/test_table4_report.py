@@ -1,0 +1,53 @@
+"""experiments/reports/table4.py: the paper's layout and the verdict rules, on written runs.csv
+files whose numbers decide each verdict."""
+
+import csv
+
+from experiments.reports import table4
+from transformer_jax.report.run_dirs import RUNS_CSV_LEADING, RUNS_CSV_TRAILING
+
+
+def write_runs(path, runs: dict[str, list[tuple[float, float]]]):
+    """variant -> per-seed (char, seq) accuracy at 400, as a sweep's runs.csv."""
+    path.mkdir(parents=True, exist_ok=True)
+    with open(path / "runs.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow([*RUNS_CSV_LEADING, table4.CHAR, table4.SEQ, *RUNS_CSV_TRAILING])
+        for variant, seeds in runs.items():
+            for seed, (char, seq) in enumerate(seeds):
+                writer.writerow([variant, seed, "finished", 1000, char, seq, 1, 1.0, 1.0, "c", ""])
+
+
+def verdicts(tmp_path, runs):
+    write_runs(tmp_path / "copy", runs)
+    row = table4.table4(tmp_path).splitlines()[-1]
+    return [cell.strip() for cell in row.strip("| ").split(" | ")[-2:]]
+
+
+BASE = {"transformer": [(0.34, 0.08), (0.35, 0.08), (0.33, 0.09)]}
+
+
+def test_ut_beating_the_transformer_reproduces_both_cells(tmp_path):
+    runs = {**BASE, "ut": [(0.90, 0.30), (0.92, 0.33), (0.89, 0.31)]}
+    assert verdicts(tmp_path, runs) == ["reproduced", "reproduced"]
+    row = table4.table4(tmp_path).splitlines()[-1]
+    assert "| copy | 0.53 / 0.03 | 0.91 / 0.35 | 0.34 / 0.08 (n=3) | – | 0.90 / 0.31 (n=3) |" in row
+
+
+def test_only_offsets_beating_the_better_transformer(tmp_path):
+    runs = {
+        **BASE,
+        "transformer_offset": [(0.40, 0.08), (0.42, 0.08), (0.41, 0.08)],
+        "ut": [(0.30, 0.05), (0.31, 0.06), (0.32, 0.05)],
+        "ut_offset": [(0.60, 0.10), (0.63, 0.11), (0.61, 0.12)],
+        "ut_act_offset": [(0.38, 0.10), (0.45, 0.11), (0.40, 0.12)],
+    }
+    assert verdicts(tmp_path, runs)[1] == "reproduced only with random offsets"
+    # Beating the plain Transformer but not the one with offsets is not enough.
+    runs["ut_offset"] = [(0.38, 0.10), (0.37, 0.11), (0.39, 0.12)]
+    assert verdicts(tmp_path, runs)[1] == "not reproduced"
+
+
+def test_one_seed_is_pending_and_a_transformer_that_generalises_is_not_reproduced(tmp_path):
+    runs = {"transformer": [(0.99, 0.90)], "ut": [(0.99, 0.95)]}
+    assert verdicts(tmp_path, runs) == ["not reproduced", "pending"]
