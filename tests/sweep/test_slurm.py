@@ -25,36 +25,43 @@ from transformer_jax.sweep import load_sweep, slurm
 TRAINER = f"""
 import json, os, signal, sys, time
 args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
-workdir, mode = args["workdir"], args.get("config.fake.mode", "ok")
-os.makedirs(workdir, exist_ok=True)
-def path(name):
-    return os.path.join(workdir, name)
-def write(name, obj):
-    with open(path(name) + ".tmp", "w") as f:
+root, mode = args["workdir"], args.get("config.fake.mode", "ok")
+# A seed group (--seeds) trains WORKDIR/seed_<seed>/ for each seed, as main --seeds does.
+seeds = args["seeds"].split(",") if "seeds" in args else None
+workdirs = [os.path.join(root, f"seed_{{s}}") for s in seeds] if seeds else [root]
+def write(workdir, name, obj):
+    path = os.path.join(workdir, name)
+    with open(path + ".tmp", "w") as f:
         json.dump(obj, f)
-    os.replace(path(name) + ".tmp", path(name))
-resumed = None
-if os.path.exists(path("checkpoint.json")):
-    resumed = json.load(open(path("checkpoint.json")))["step"]
-with open(path("calls.txt"), "a") as f:
-    f.write(f"{{resumed}}\\n")
-calls = len(open(path("calls.txt")).read().splitlines())
+    os.replace(path + ".tmp", path)
+resumed, calls = None, 0
+for workdir in workdirs:
+    os.makedirs(workdir, exist_ok=True)
+    if os.path.exists(os.path.join(workdir, "checkpoint.json")):
+        resumed = json.load(open(os.path.join(workdir, "checkpoint.json")))["step"]
+    with open(os.path.join(workdir, "calls.txt"), "a") as f:
+        f.write(f"{{resumed}}\\n")
+    calls = len(open(os.path.join(workdir, "calls.txt")).read().splitlines())
 if mode == "fail_once" and calls == 1:
     print("RuntimeError: boom", file=sys.stderr)
     sys.exit(1)
 if mode == "wait" and resumed is None:
-    write("checkpoint.json", {{"step": 5}})
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     blocked = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
-    write("process.json", {{"pid": os.getpid(), "ppid": os.getppid(), "blocked": blocked}})
+    for workdir in workdirs:
+        write(workdir, "checkpoint.json", {{"step": 5}})
+        write(workdir, "process.json", {{"pid": os.getpid(), "ppid": os.getppid(),
+                                         "blocked": blocked}})
     deadline = time.monotonic() + 120
     while not stop and time.monotonic() < deadline:
         time.sleep(0.05)
-    write("checkpoint.json", {{"step": 7}})
+    for workdir in workdirs:
+        write(workdir, "checkpoint.json", {{"step": 7}})
     sys.exit({STOPPED_EXIT_CODE})
-write("summary.json", {{"status": "finished", "step": 10,
-                        "metrics": {{"test": {{"seq_accuracy": 0.9}}}}}})
+for workdir in workdirs:
+    write(workdir, "summary.json", {{"status": "finished", "step": 10,
+                                     "metrics": {{"test": {{"seq_accuracy": 0.9}}}}}})
 """
 
 SWEEP = '''
@@ -101,7 +108,9 @@ def launch_project(project):
             os.kill(int(job["job_id"]), signal.SIGKILL)
 
 
-def submit(workdir, launcher="submitit_local", resources=LOCAL, **kwargs):
+def submit(workdir, launcher="submitit_local", resources=LOCAL, seed_groups=False, **kwargs):
+    """Submits the launch sweep; run by run unless `seed_groups`, so that each run has a job
+    of its own to preempt, kill and resubmit."""
     return slurm.submit_sweep(
         load_sweep(SWEEP_FILE),
         SWEEP_FILE,
@@ -110,6 +119,7 @@ def submit(workdir, launcher="submitit_local", resources=LOCAL, **kwargs):
         slurm=resources,
         main_module="launch_main",
         command="python -m transformer_jax.sweep --launcher=" + launcher,
+        seed_groups=seed_groups,
         **kwargs,
     )
 
@@ -244,6 +254,30 @@ def test_preempted_job_requeues_and_killed_job_resumes_after_resubmission(launch
     final = wait_until(lambda: settled(workdir))
     assert final["long/seed_1"].state == "finished"
     assert calls(workdir, "long/seed_1") == ["None", "5"]  # its last periodic checkpoint
+
+
+def test_seed_group_is_one_job_that_requeues_and_resumes_every_seed(launch_project, monkeypatch):
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)  # the test session's cache
+    workdir = launch_project / "out"
+    submit(workdir, variants=["long"], seed_groups=True)
+    runs = ("long/seed_0", "long/seed_1")
+    started = {
+        run: wait_until(lambda run=run: _read(workdir / run / "process.json")) for run in runs
+    }
+    assert started["long/seed_0"] == started["long/seed_1"]  # one trainer for both seeds
+    job_id = job(workdir, "long/seed_0")["job_id"]
+    assert job(workdir, "long/seed_1")["job_id"] == job_id
+    command = (workdir / "long/seed_1/command.txt").read_text()
+    assert "# trained in the seed group long/seed_{0,1} by:" in command
+    assert f"JAX_COMPILATION_CACHE_DIR={workdir / '.compile_cache'}" in command
+
+    for pid in (started["long/seed_0"]["ppid"], started["long/seed_0"]["pid"]):
+        os.kill(pid, signal.SIGUSR2)  # preemption: the group stops with a checkpoint
+    final = wait_until(lambda: settled(workdir))
+    for run in runs:
+        assert final[run].state == "finished"
+        assert calls(workdir, run) == ["None", "7"]  # both resumed by the requeued job
+        assert job(workdir, run)["job_id"] == job_id
 
 
 def _read(path):

@@ -42,14 +42,16 @@ def define_flags() -> None:
     flags.DEFINE_bool(
         "seed_groups",
         True,
-        "Train the pending seeds of each variant as one process and one vmapped program (local "
-        "launcher); --seed_groups=false trains every seed in a process of its own.",
+        "Train the pending seeds of each variant as one process and one vmapped program (one "
+        "job with a job launcher); --seed_groups=false trains every seed in a process of its "
+        "own.",
     )
     flags.DEFINE_bool(
         "compile_cache",
         True,
-        "The runs share a persistent compilation cache in WORKDIR/.compile_cache (local "
-        "launcher); --compile_cache=false compiles every program in every run.",
+        "The runs share a persistent compilation cache in WORKDIR/.compile_cache (with a job "
+        "launcher, on the shared filesystem); --compile_cache=false compiles every program in "
+        "every run.",
     )
     flags.DEFINE_bool(
         "report_only",
@@ -133,6 +135,8 @@ def _main(argv: Sequence[str]) -> int:
             quick=f.quick,
             main_module=f.main_module,
             command=shlex.join(["python", "-m", "transformer_jax.sweep", *sys.argv[1:]]),
+            seed_groups=f.seed_groups,
+            compile_cache=f.compile_cache,
         )
         print(slurm.format_status(states))
         print(

@@ -4,8 +4,9 @@
         --slurm_partition=gpu --slurm_gpus=1 --slurm_time_min=240
     python -m transformer_jax.sweep --workdir=DIR --status
 
-Holds SlurmResources (what each run's job asks for), TrainJob (the job: one run trained as a
-subprocess, exactly as the local runner does it), submit_sweep and sweep_status.
+Holds SlurmResources (what each job asks for), TrainJob (the job: one run, or by default the
+seeds of a variant as one seed group, trained as a subprocess exactly as the local runner does
+it), submit_sweep and sweep_status.
 
 The sweep directory stays the single source of truth. Submitting writes WORKDIR/<variant>/
 seed_<seed>/job.json (launcher, job id, submission time, earlier submissions); submitit keeps its
@@ -51,7 +52,7 @@ from submitit.slurm.slurm import SlurmInfoWatcher
 from transformer_jax.report import run_dirs
 from transformer_jax.run_dir import JOB_FILE, lock_run, read_json, write_json
 from transformer_jax.sweep import launcher as launcher_lib
-from transformer_jax.sweep.launcher import RunSpec
+from transformer_jax.sweep.launcher import GroupSpec, RunSpec
 from transformer_jax.sweep.spec import Sweep
 
 JOBS_DIR = "_submitit"  # in the sweep directory: submitit's pickles and job logs
@@ -237,44 +238,60 @@ def _import(path: str) -> Any:
 
 
 class TrainJob(submitit.helpers.Checkpointable):
-    """The callable submitit pickles and runs in the job: trains one run as a subprocess.
+    """The callable submitit pickles and runs in the job: trains one run, or one seed group (a
+    variant's seeds as one process, transformer_jax/train/seed_group.py), as a subprocess.
 
-    The same launch as the local runner (command.txt, run.log, failure.json, launcher.Launch),
-    so a run can move between launchers. submitit calls `checkpoint` on the
-    warning signal of preemption or time limit (see the module docstring).
+    The same launch as the local runner (command.txt, run.log, failure.json, launcher.Launch,
+    the sweep's compilation cache through `env`), so a run can move between launchers. submitit
+    calls `checkpoint` on the warning signal of preemption or time limit (see the module
+    docstring).
     """
 
-    def __init__(self, workdir: str, spec: RunSpec, cwd: str):
-        self.workdir, self.spec, self.cwd = workdir, spec, cwd
+    def __init__(
+        self,
+        workdir: str,
+        spec: RunSpec | GroupSpec,
+        cwd: str,
+        env: Mapping[str, str] | None = None,
+    ):
+        self.workdir, self.spec, self.cwd, self.env = workdir, spec, cwd, dict(env or {})
         self._launch: launcher_lib.Launch | None = None
 
     def __getstate__(self):
-        return {"workdir": self.workdir, "spec": self.spec, "cwd": self.cwd}
+        return {"workdir": self.workdir, "spec": self.spec, "cwd": self.cwd, "env": self.env}
 
     def __setstate__(self, state):
-        self.__dict__.update(state)
+        self.__dict__.update({"env": {}, **state})
         self._launch = None
 
+    def _records(self) -> list[run_dirs.RunRecord]:
+        return [run_dirs.read_run(self.workdir, r.variant, r.seed) for r in self.spec.runs]
+
     def __call__(self) -> str:
-        """Trains the run; returns its status, or raises when it failed (the job fails too)."""
+        """Trains the runs; returns their status (a seed group's worst), or raises when one
+        failed (the job fails too)."""
         spec = self.spec
-        record = run_dirs.read_run(self.workdir, spec.variant, spec.seed)
-        if record.status in run_dirs.DONE_STATUSES:
-            return record.status  # requeued after the run ended: nothing left to do
-        os.makedirs(spec.path, exist_ok=True)
+        if all(r.status in run_dirs.DONE_STATUSES for r in self._records()):
+            return self._worst()  # requeued after the runs ended: nothing left to do
+        locks = []
         try:
-            lock_run(spec.path).close()
+            for run in spec.runs:
+                os.makedirs(run.path, exist_ok=True)
+                locks.append(lock_run(run.path))
         except ValueError as e:
             # A duplicate job (e.g. resubmitted while the scheduler lost track of the first):
-            # leave the run directory to the process training it.
+            # leave the run directories to the process training them.
             logging.warning("%s: %s; this job leaves it alone", spec.name, e)
             return "busy"
+        finally:
+            for lock in locks:
+                lock.close()
         # Blocked signals stay blocked across fork and exec: Slurm's USR2 then reaches the
         # trainer as nothing, while this process (submitit's handler) receives it after the
         # unblock even when it arrived during the launch.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
         try:
-            self._launch = launcher_lib.Launch(spec, None, self.cwd)
+            self._launch = launcher_lib.Launch(spec, None, self.cwd, self.env)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR2})
         # The trainer is waited for in a thread: submitit's signal handler runs checkpoint() in
@@ -289,27 +306,41 @@ class TrainJob(submitit.helpers.Checkpointable):
             # (SystemExit), the local executor's cancel is a SIGINT (KeyboardInterrupt).
             status = self._finish()
         if status == "failed":
-            error = run_dirs.read_run(self.workdir, spec.variant, spec.seed).error
-            raise RuntimeError(f"run {spec.name} failed: {error} (see {spec.path}/run.log)")
+            failed = [r for r in self._records() if r.status == "failed"]
+            errors = "; ".join(
+                f"{r.error}" if len(spec.runs) == 1 else f"seed {r.seed}: {r.error}"
+                for r in failed
+            )
+            logs = ", ".join(f"{r.path}/run.log" for r in failed)
+            raise RuntimeError(f"run {spec.name} failed: {errors} (see {logs})")
         return status
+
+    def _worst(self) -> str:
+        """The runs' status: failed before incomplete before diverged before finished."""
+        order = ("failed", "incomplete", "missing", "diverged", "finished")
+        return min((r.status for r in self._records()), key=order.index)
 
     def _finish(self) -> str:
         """Stops the trainer if it still runs (SIGTERM: it saves a checkpoint) and records how
-        the run ended (failure.json when it failed); idempotent."""
+        each run ended (failure.json when it failed); idempotent."""
         launch, self._launch = self._launch, None
         if launch is None:
-            return run_dirs.read_run(self.workdir, self.spec.variant, self.spec.seed).status
+            return self._worst()
         launch.terminate()
         duration = time.monotonic() - launch.start
-        return launcher_lib.record_outcome(self.workdir, launch, duration).status
+        for run in launch.runs:
+            launcher_lib.record_outcome(self.workdir, launch, duration, run)
+        return self._worst()
 
     def checkpoint(self, *args, **kwargs):
         """submitit's preemption / time-limit hook: stop the trainer with a checkpoint, then be
-        requeued as the same job (which resumes the run)."""
+        requeued as the same job (which resumes the runs)."""
         del args, kwargs
         status = self._finish()
         logging.warning("%s stopped (%s) for a requeue", self.spec.name, status)
-        return submitit.helpers.DelayedSubmission(TrainJob(self.workdir, self.spec, self.cwd))
+        return submitit.helpers.DelayedSubmission(
+            TrainJob(self.workdir, self.spec, self.cwd, self.env)
+        )
 
 
 # --- Scheduler states ---------------------------------------------------------------------------
@@ -531,12 +562,18 @@ def submit_sweep(
     quick: bool = False,
     main_module: str | None = None,
     command: str = "",
+    seed_groups: bool = True,
+    compile_cache: bool = True,
 ) -> list[RunState]:
     """Submits the selected runs that are pending, interrupted or failed; returns their states.
 
     Everything is checked (sweep, overrides, run directories, launcher) before anything is
     written. Finished and diverged runs are skipped, queued and running jobs left alone. One
-    submission is one job array on Slurm (array_parallelism of its runs at once).
+    submission is one job array on Slurm (array_parallelism of its jobs at once). With
+    `seed_groups` the runs to submit of each variant are one job, trained as one seed group
+    (`runner.launches`, which also says when a variant's seeds train alone); with
+    `compile_cache` the jobs share the sweep's compilation cache, WORKDIR/.compile_cache, on
+    the shared filesystem.
     """
     from transformer_jax.report import environment
     from transformer_jax.sweep import runner
@@ -591,12 +628,15 @@ def submit_sweep(
             name = os.path.splitext(os.path.basename(sweep_file))[0]
             executor.update_parameters(**slurm.executor_parameters(f"sweep_{name}"))
             cwd = os.getcwd()
+            units = runner.launches(sweep, workdir, todo, config_spec, main_module, seed_groups)
+            env = runner.compile_cache_env(workdir) if compile_cache else {}
             with executor.batch():
-                jobs = [executor.submit(TrainJob(workdir, s, cwd)) for s in todo]
+                jobs = [executor.submit(TrainJob(workdir, unit, cwd, env)) for unit in units]
             submitted = launcher_lib.now()
-            for spec, job in zip(todo, jobs, strict=True):
-                _record_job(spec.path, launcher, str(job.job_id), submitted, folder)
-                logging.info("submitted %s as job %s", spec.name, job.job_id)
+            for unit, job in zip(units, jobs, strict=True):
+                for spec in unit.runs:
+                    _record_job(spec.path, launcher, str(job.job_id), submitted, folder)
+                logging.info("submitted %s as job %s", unit.name, job.job_id)
     return sweep_status(workdir, specs)
 
 
