@@ -308,8 +308,7 @@ class TrainJob(submitit.helpers.Checkpointable):
         if status == "failed":
             failed = [r for r in self._records() if r.status == "failed"]
             errors = "; ".join(
-                f"{r.error}" if len(spec.runs) == 1 else f"seed {r.seed}: {r.error}"
-                for r in failed
+                f"{r.error}" if len(spec.runs) == 1 else f"seed {r.seed}: {r.error}" for r in failed
             )
             logs = ", ".join(f"{r.path}/run.log" for r in failed)
             raise RuntimeError(f"run {spec.name} failed: {errors} (see {logs})")
