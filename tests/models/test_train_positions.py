@@ -1,12 +1,15 @@
 """`model.positional.train_positions` in whole models: random positions in training only."""
 
+import zlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from tiny_configs import tiny_model
 
-from transformer_jax.models import FAMILIES
+from transformer_jax.layers.positional import training_positions
+from transformer_jax.models import FAMILIES, stack
 
 CASES = [
     ("encoder_decoder", "sinusoidal", "offset", False),
@@ -63,3 +66,34 @@ def test_given_positions_with_random_training_positions_raise():
             train=True,
             rngs={"positions": jax.random.PRNGKey(0)},
         )
+
+
+@pytest.mark.parametrize("family", ["decoder_only", "encoder_decoder"])
+def test_randomized_eval_positions_are_a_fixed_draw_of_the_training_scheme(family):
+    changes = {"positional.max_len": 24, "positional.train_positions": "randomized"}
+    plain_eval = tiny_model(family, changes)
+    random_eval = plain_eval.override({"positional.eval_positions": "randomized"})
+    ids = _batch()
+    args = (ids, ids) if family == "encoder_decoder" else (ids,)
+    variables = FAMILIES[family].module(plain_eval).init(jax.random.PRNGKey(0), *args)
+    first = _apply(random_eval, variables, ids, train=False)
+    np.testing.assert_array_equal(first, _apply(random_eval, variables, ids, train=False))
+    assert not np.allclose(first, _apply(plain_eval, variables, ids, train=False), atol=1e-4)
+    if family == "decoder_only":
+        # The draw is training_positions' scheme from the fixed evaluation key of the stack.
+        key = jax.random.fold_in(
+            jax.random.PRNGKey(stack.EVAL_POSITIONS_SEED), zlib.crc32(b"decoder")
+        )
+        positions = training_positions("randomized", key, ids != 0, 24)
+        module = FAMILIES[family].module(plain_eval)
+        given = module.apply(variables, ids, positions_BT=positions, train=False)
+        np.testing.assert_allclose(first, given, rtol=1e-6, atol=1e-6)
+    # A "positions" rng, when the caller gives one, replaces the fixed key.
+    module = FAMILIES[family].module(random_eval)
+    drawn = module.apply(variables, *args, train=False, rngs={"positions": jax.random.PRNGKey(5)})
+    assert not np.allclose(first, drawn, atol=1e-4)
+
+
+def test_randomized_eval_positions_need_randomized_training_positions():
+    with pytest.raises(ValueError, match="eval_positions='randomized'.*train_positions='plain'"):
+        tiny_model("decoder_only", {"positional.eval_positions": "randomized"})

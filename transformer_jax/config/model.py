@@ -82,20 +82,32 @@ class PositionalConfig:
     kind: str = "sinusoidal"  # sinusoidal | learned | rotary | alibi | none | index
     base: float = 10000.0  # wavelength base of the sinusoidal table and of rotary angles
     max_len: int = 256  # longest sequence, in tokens; sizes position tables
-    # Positions during training only (evaluation always uses 0, 1, 2, ...): plain; offset,
+    # Positions during training (evaluation: eval_positions below): plain; offset,
     # each sequence starts at a random offset, covering the whole table; batch_offset, one
     # random offset per batch below its length (tensor2tensor's position_start_index="random");
     # randomized, an ordered random subset of 0 .. max_len - 1 (Ruoss et al. 2023). Each lets
     # training reach the positions of longer test inputs. See layers.positional.
     train_positions: str = "plain"
+    # Positions at evaluation: plain (0, 1, 2, ...), or randomized as in training (Ruoss et al.
+    # 2023's code draws them at evaluation too: a model trained on sorted random subsets of
+    # 0 .. max_len - 1 has never seen consecutive positions). Drawn from a fixed key unless the
+    # caller passes a "positions" rng; cached decoding reads the cache index (plain).
+    eval_positions: str = "plain"
 
     def __post_init__(self):
-        from transformer_jax.layers.positional import ENCODINGS, TRAIN_POSITIONS
+        from transformer_jax.layers.positional import ENCODINGS, EVAL_POSITIONS, TRAIN_POSITIONS
 
         F.check_choice(f"{self.PREFIX}.kind", self.kind, ENCODINGS.names())
         F.check_float(f"{self.PREFIX}.base", self.base, above=1.0)
         F.check_int(f"{self.PREFIX}.max_len", self.max_len, 1)
         F.check_choice(f"{self.PREFIX}.train_positions", self.train_positions, TRAIN_POSITIONS)
+        F.check_choice(f"{self.PREFIX}.eval_positions", self.eval_positions, EVAL_POSITIONS)
+        if self.eval_positions == "randomized" and self.train_positions != "randomized":
+            raise ValueError(
+                f"{self.PREFIX}.eval_positions='randomized' evaluates with the positions of "
+                f"train_positions='randomized', but {self.PREFIX}.train_positions="
+                f"{self.train_positions!r}; valid: eval_positions='plain', or both 'randomized'"
+            )
         valid = ENCODINGS[self.kind].train_positions
         if self.train_positions not in valid:
             raise ValueError(

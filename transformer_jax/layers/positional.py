@@ -88,6 +88,7 @@ def alibi_bias(
 
 
 TRAIN_POSITIONS = ("plain", "offset", "batch_offset", "randomized")
+EVAL_POSITIONS = ("plain", "randomized")
 
 
 def training_positions(

@@ -1,5 +1,7 @@
 """A stack of blocks: positions, masks and biases in, N layers, final norm for pre-norm."""
 
+import zlib
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -10,6 +12,9 @@ from transformer_jax.layers.norms import make_norm
 from transformer_jax.layers.positional import AddPositional, encoding, training_positions
 from transformer_jax.models.blocks import BlockContext
 from transformer_jax.models.scan import apply_layers
+
+# model.positional.eval_positions="randomized" without a "positions" rng draws from this seed.
+EVAL_POSITIONS_SEED = 0
 
 
 def default_positions(ids_BT: jnp.ndarray) -> jnp.ndarray:
@@ -79,7 +84,9 @@ class TransformerStack(nn.Module):
     an ordinary forward pass; see `transformer_jax.decoding`.
 
     In training, `model.positional.train_positions` other than "plain" replaces the default
-    positions with random ones from the "positions" rng stream (`training_positions`).
+    positions with random ones from the "positions" rng stream (`training_positions`); in
+    evaluation `model.positional.eval_positions` does ("randomized": from that stream when given,
+    else from a fixed key).
     """
 
     config: ModelConfig
@@ -153,19 +160,25 @@ class TransformerStack(nn.Module):
         """-> query positions (B, T), key positions and validity (B, S), cache index or None."""
         if self.use_cache:
             return self._cached_positions(valid_BT, positions_BT, segment_ids_BT)
-        scheme = self.config.positional.train_positions
-        if not train or scheme == "plain":
+        positional = self.config.positional
+        scheme = positional.train_positions if train else positional.eval_positions
+        if scheme == "plain":
             q_pos_BT = default_positions(valid_BT) if positions_BT is None else positions_BT
         elif positions_BT is not None or segment_ids_BT is not None:
+            field = "train_positions" if train else "eval_positions"
             raise ValueError(
-                f"model.positional.train_positions={scheme!r} draws the positions of whole "
+                f"model.positional.{field}={scheme!r} draws the positions of whole "
                 "sequences; it cannot serve inputs with given positions or packed segments "
-                "(a classifier, a ViT or packed batches): use train_positions='plain'"
+                f"(a classifier, a ViT or packed batches): use {field}='plain'"
             )
         else:
-            q_pos_BT = training_positions(
-                scheme, self.make_rng("positions"), valid_BT, self.config.positional.max_len
-            )
+            if self.has_rng("positions"):
+                key = self.make_rng("positions")
+            else:  # Evaluation: a fixed key per stack, so evaluations are deterministic.
+                key = jax.random.fold_in(
+                    jax.random.PRNGKey(EVAL_POSITIONS_SEED), zlib.crc32(str(self.name).encode())
+                )
+            q_pos_BT = training_positions(scheme, key, valid_BT, positional.max_len)
         return q_pos_BT, q_pos_BT, valid_BT, None
 
     def _cached_positions(self, valid_BT, positions_BT, segment_ids_BT):
