@@ -45,7 +45,8 @@ _CHUNK = 16  # examples per forward pass: attention weights at L=400 cost ~40 MB
 
 @dataclasses.dataclass(frozen=True)
 class LengthProfile:
-    """One test length's per-target-position figures, each (T,) with T = L + 1 (EOS)."""
+    """One test length's per-target-position figures: accuracy (T,) with T = L + 1 (EOS
+    included), alignment (L,) over the symbols (EOS reproduces no source position)."""
 
     length: int
     accuracy_T: np.ndarray
@@ -139,7 +140,9 @@ def profile_length(run, length: int, num_examples: int, seed: int) -> LengthProf
     return LengthProfile(
         length=length,
         accuracy_T=(correct_BT & valid_BT).sum(0) / counts_T,
-        alignment_T=(np.concatenate(hits) & valid_BT).sum(0) / counts_T if hits else None,
+        alignment_T=(
+            ((np.concatenate(hits) & valid_BT).sum(0) / counts_T)[:length] if hits else None
+        ),
         ponder_T={
             name: np.concatenate(parts).mean(0)[: target_len if name == "decoder" else input_len]
             for name, parts in ponder.items()
@@ -163,7 +166,7 @@ def summary_row(profile: LengthProfile, train_length: int) -> dict:
         else None,
     }
     if profile.alignment_T is not None:
-        row["alignment"] = float(profile.alignment_T[: profile.length].mean())
+        row["alignment"] = float(profile.alignment_T.mean())
     for name, ponder_T in profile.ponder_T.items():
         row[f"ponder_{name}"] = float(ponder_T.mean())
     return row
