@@ -101,6 +101,7 @@ def _cross_attention_hits(weights: dict[str, np.ndarray], source_T: np.ndarray) 
 
 
 def profile_length(run, length: int, num_examples: int, seed: int) -> LengthProfile:
+    """Reads `num_examples` fresh examples of `length` symbols with teacher forcing."""
     data_cfg = run.config.data
     examples = examples_of_length(data_cfg, length, num_examples, seed)
     input_len = max(len(x) for x, _ in examples)
@@ -108,8 +109,8 @@ def profile_length(run, length: int, num_examples: int, seed: int) -> LengthProf
     max_len = run.model_config.positional.max_len
     if max(input_len, target_len) > max_len:
         raise ValueError(
-            f"--lengths has {length}, {max(input_len, target_len)} tokens with EOS; this model "
-            f"reads at most model.positional.max_len={max_len}"
+            f"--lengths includes {length}: {max(input_len, target_len)} tokens with EOS, but "
+            f"this model reads at most model.positional.max_len={max_len}"
         )
     family = family_of(run.model_config)
     source_T = aligned_source(data_cfg.name, length)
