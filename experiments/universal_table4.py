@@ -45,7 +45,17 @@ Where it does not, and why:
   tokens); we train until validation token accuracy (test, lengths 1-40) has not improved by
   0.001 in 2 evaluations 500 steps apart, not before step 1,000, at most the cap below, with
   the rsqrt schedule (warmup 1,000 steps) whatever the step count. summary.json's early_stop
-  says, per run, whether it reached that plateau or the cap;
+  says, per run, whether it reached that plateau or the cap. The UTs with offsets are the
+  exception: they train the whole cap. Under the rule, their first runs (seed 0, now in
+  results/universal_table4/stopped_early/copy/) stopped at 5,000 (UT) and 4,000 steps (UT+ACT)
+  while their training token accuracy was still climbing steadily (UT: 0.19, 0.25, 0.30, 0.33,
+  0.37, 0.38, 0.39, 0.43, 0.46, 0.48 at 500, 1,000, ..., 5,000 steps), because their validation
+  accuracy swung between evaluations (0.48, 0.32, 0.61, 0.57, 0.40 from step 3,000 on): it is
+  read at plain positions, one (encoder, decoder) offset pair of the many the model trains on;
+- evaluation positions: tensor2tensor draws its random offset at evaluation too (the op in
+  add_position_timing_signal does not look at the mode), so its Table 4 numbers for models
+  trained with offsets were presumably read at random offsets; ours are read at plain positions
+  0, 1, 2, ..., the same for every variant;
 - ACT: halting bias initialised to -1 (ours) rather than +1, which makes most positions halt
   after about two steps at initialisation (see papers.md); halted positions are frozen (the
   paper) rather than transformed further (tensor2tensor, `act_halted="transform"`);
