@@ -13,6 +13,7 @@ from transformer_jax import decoding
 from transformer_jax.config import (
     ModelConfig,
 )
+from transformer_jax.layers.positional import sinusoidal_table
 from transformer_jax.models import build_model
 from transformer_jax.models.universal import ActState, UniversalStack, act_update
 
@@ -253,3 +254,25 @@ def test_bad_universal_config_is_rejected(fields, match):
     """`universal` as in config.json and on the command line: `enabled` plus the fields."""
     with pytest.raises(ValueError, match=re.escape(match)):
         ModelConfig.from_dict({"universal": fields})
+
+
+@pytest.mark.parametrize("cfg", [TINY, ACT], ids=["fixed_steps", "act"])
+def test_each_step_reads_the_state_plus_position_and_step_signals(cfg):
+    """The coordinate embedding (Dehghani et al. 2019, §2.1): before step t the block reads the
+    state the previous step left plus P, the sinusoidal signal of each position, plus S_t, row t
+    of a sinusoidal table over the steps: the same P at every step, a different S_t."""
+    assert cfg.positional.kind == "sinusoidal"
+    params = build_model(cfg).init(jax.random.PRNGKey(0), IDS)["params"]
+    _, state = apply(cfg, {"params": params})
+    recurrence = state["intermediates"]["decoder"]["recurrence"]
+    inputs_UBTD = np.asarray(recurrence["block_inputs"][0])
+    states_UBTD = np.asarray(recurrence["step_states"][0])
+    num_steps, _, length, d_model = inputs_UBTD.shape
+    assert num_steps == cfg.universal.steps
+    p_TD = sinusoidal_table(length, d_model)
+    s_UD = sinusoidal_table(num_steps + 1, d_model)[1:]
+    for t in range(1, num_steps):  # step t + 1 reads what step t left
+        coordinates_BTD = inputs_UBTD[t] - states_UBTD[t - 1]
+        np.testing.assert_allclose(
+            coordinates_BTD, np.broadcast_to(p_TD + s_UD[t], coordinates_BTD.shape), atol=1e-5
+        )

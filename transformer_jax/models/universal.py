@@ -24,7 +24,8 @@ on a position's own state, so causal decoders stay causal.
 
 Collections: "losses"/ponder_cost (tau * mean rho, added to the training loss by
 `train.step.train_step`), "diagnostics"/ponder_mean, ponder_max (steps N over real positions),
-"intermediates"/ponder_steps, ponder_remainders (B, T) and step_states (T_steps, B, T, D).
+"intermediates"/ponder_steps, ponder_remainders (B, T), step_states and block_inputs (the
+block's input at each step: the state plus the coordinates), both (T_steps, B, T, D).
 """
 
 from typing import NamedTuple
@@ -90,6 +91,7 @@ class UniversalStep(nn.Module):
         x_BTD = carry.state_BTD + (position_BTD + step_signal_D[None, None]).astype(
             carry.state_BTD.dtype
         )
+        self.sow("intermediates", "block_inputs", x_BTD)  # the state plus the coordinates
         new_BTD = Block(
             cfg, cross_attention=self.cross_attention, use_cache=self.use_cache, name="block"
         )(x_BTD, context, train=self.train)
