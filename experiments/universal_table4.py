@@ -76,7 +76,9 @@ stopped rising, which ends the plain Transformer at 2,500); at this size that is
 per Transformer-with-offsets run and 80-90 per UT-with-offsets run, ~6 hours per task at
 --parallel=2, more than the issue's budget; the sweep resumes across sessions. The three plain
 Transformer runs of copy were trained under the first cap and stopped at it, at test token
-accuracy 0.9997, 0.9995 and 1.0000.
+accuracy 0.9997, 0.9995 and 1.0000. On an idle 2-core AMD EPYC machine at --parallel=2 the
+wall times were: plain UT 8m45s (early stop at 2,500 steps), UT with offsets 47m (the whole
+10,000-step cap), UT+ACT with offsets 48m; a task's 15 runs take about 3.5 hours there.
 """
 
 from transformer_jax.sweep import Sweep
