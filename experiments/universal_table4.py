@@ -72,9 +72,9 @@ offsets: the Transformer with them was at test token accuracy 0.45 and 0.71 (see
 after 2,500 steps and still rising (offsets make the encoder's and the decoder's positions
 disagree by a random shift, so copying by position match no longer works). The cap is now
 10,000 steps for all variants (early stopping ends a run whose validation token accuracy has
-stopped rising, which ends the plain Transformer at 2,500); at this size that is about 40 minutes
-per Transformer-with-offsets run and 80-90 per UT-with-offsets run, ~6 hours per task at
---parallel=2, more than the issue's budget; the sweep resumes across sessions. The three plain
+stopped rising, which ends the plain Transformer at 2,500); under load from other jobs that was about 40
+minutes per Transformer-with-offsets run and 80-90 per UT-with-offsets run, ~6 hours per task
+at --parallel=2, more than the issue's budget; the sweep resumes across sessions. The three plain
 Transformer runs of copy were trained under the first cap and stopped at it, at test token
 accuracy 0.9997, 0.9995 and 1.0000. On an idle 2-core AMD EPYC machine at --parallel=2 the
 wall times were: plain UT 8m45s (early stop at 2,500 steps), UT with offsets 47m (the whole
