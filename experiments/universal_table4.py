@@ -70,15 +70,16 @@ test sequence accuracy 1.00 on copy by step 2,000 (`--variants=transformer --see
 cap of 2,500 steps (4.4 hours for copy and reverse) was too short for every variant with random
 offsets: the Transformer with them was at test token accuracy 0.45 and 0.71 (seeds 0 and 1)
 after 2,500 steps and still rising (offsets make the encoder's and the decoder's positions
-disagree by a random shift, so copying by position match no longer works). The cap is now
-10,000 steps for all variants (early stopping ends a run whose validation token accuracy has
-stopped rising, which ends the plain Transformer at 2,500); under load from other jobs that was about 40
-minutes per Transformer-with-offsets run and 80-90 per UT-with-offsets run, ~6 hours per task
-at --parallel=2, more than the issue's budget; the sweep resumes across sessions. The three plain
+disagree by a random shift, so copying by position match no longer works). The cap is now 10,000
+steps for all variants (early stopping ends a run whose validation token accuracy has stopped
+rising, which ends the plain Transformer at 2,500); under load from other jobs that was about 40
+minutes per Transformer-with-offsets run and 80-90 per UT-with-offsets run, ~6 hours per task at
+--parallel=2, more than the issue's budget; the sweep resumes across sessions. The three plain
 Transformer runs of copy were trained under the first cap and stopped at it, at test token
-accuracy 0.9997, 0.9995 and 1.0000. On an idle 2-core AMD EPYC machine at --parallel=2 the
-wall times were: plain UT 8m45s (early stop at 2,500 steps), UT with offsets 47m (the whole
-10,000-step cap), UT+ACT with offsets 48m; a task's 15 runs take about 3.5 hours there.
+accuracy 0.9997, 0.9995 and 1.0000. On an idle 2-core AMD EPYC machine (Zen 5; 2048 x 2048
+float32 matmul 0.44 TFLOP/s) at --parallel=2 the wall times were: plain UT 8m45s (early stop at
+2,500 steps), UT with offsets 47m (the whole 10,000-step cap), UT+ACT with offsets 48m; a task's
+15 runs take about 3.5 hours there.
 """
 
 from transformer_jax.sweep import Sweep
