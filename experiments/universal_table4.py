@@ -80,9 +80,9 @@ accuracy 0.9997, 0.9995 and 1.0000. On an idle 2-core AMD EPYC machine (Zen 5; 2
 float32 matmul 0.44 TFLOP/s) at --parallel=2 the wall times were: plain UT 8m45s (early stop at
 2,500 steps), UT with offsets 47m (the whole 10,000-step cap), UT+ACT with offsets 48m; a task's
 15 runs take about 3.5 hours there. Reverse learns more slowly on the same machine (one run per
-core): the plain Transformer stops at 2,500-4,500 steps (6-13 minutes), the plain UT at 4,500
-(23 minutes), and the UTs with offsets took 62-64 minutes for the 10,000 steps (partly beside
-the test suite).
+core): the plain Transformer stops at 2,500-4,500 steps (6-13 minutes), with offsets at
+7,500-9,500 (15-24), the plain UT at 4,000-6,000 (14-24), and the UTs with offsets took 62-64
+minutes for the 10,000 steps (partly beside the test suite).
 """
 
 from transformer_jax.sweep import Sweep
