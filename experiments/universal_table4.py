@@ -81,10 +81,11 @@ float32 matmul 0.44 TFLOP/s) at --parallel=2 the wall times were: plain UT 8m45s
 2,500 steps), UT with offsets 47m (the whole 10,000-step cap), UT+ACT with offsets 48m; a task's
 15 runs take about 3.5 hours there. Reverse learns more slowly on the same machine (one run per
 core): the plain Transformer stops at 2,500-4,500 steps (6-13 minutes), with offsets at
-7,500-9,500 (15-24), the plain UT at 4,000-6,000 (14-24), and the UTs with offsets took 62-64
-minutes for the 10,000 steps (partly beside the test suite); each run's summary.json holds its
-wall_time_s (`python -m transformer_jax.sweep --sweep=experiments/universal_table4_reverse.py
---workdir=results/universal_table4/reverse --parallel=2 --seed_groups=false`, by variant and seed).
+7,500-9,500 (15-24), the plain UT at 4,000-6,000 (14-24), and the UTs with offsets took 41-44
+minutes for the 10,000 steps (62-64 for seed 0, partly beside the test suite); each run's
+summary.json holds its wall_time_s (`python -m transformer_jax.sweep
+--sweep=experiments/universal_table4_reverse.py --workdir=results/universal_table4/reverse
+--parallel=2 --seed_groups=false`, by variant and seed).
 """
 
 from transformer_jax.sweep import Sweep
