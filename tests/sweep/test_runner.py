@@ -165,12 +165,3 @@ def test_variants_that_stop_early_train_seed_by_seed(sweep_file, grouped, tmp_pa
     units = runner.launches(sweep, str(tmp_path), todo, spec, runner.DEFAULT_MAIN, True)
     expected = len(sweep.variants) if grouped else len(todo)
     assert len(units) == expected
-
-
-def test_a_seed_group_refuses_early_stopping():
-    from transformer_jax.config import TrainConfig
-    from transformer_jax.train.seed_group import check_group_parallelism
-
-    train_cfg = TrainConfig.from_dict({"early_stop_metric": "test/seq_accuracy"})
-    with pytest.raises(ValueError, match="train.early_stop_metric='test/seq_accuracy'"):
-        check_group_parallelism(train_cfg)
