@@ -254,7 +254,7 @@ def write_report(
     bootstrap = bleu_bootstrap.sweep_section(runs, sweep.baseline)
     if bootstrap:
         lines += [""] + bootstrap
-    found = summary.notes(sweep, rows)
+    found = summary.notes(sweep, rows) + (list(tuned.notes) if tuned is not None else [])
     if runs_csv is not None:
         found.insert(
             0,

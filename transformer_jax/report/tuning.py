@@ -93,6 +93,7 @@ class Tuning:
     chosen: dict[str, dict[int, str]]
     tuned: dict[str, tuple[RunRecord, ...]]
     untuned: dict[str, tuple[RunRecord, ...]]
+    notes: tuple[str, ...] = ()
 
 
 def _missing(record: RunRecord, variant: str) -> RunRecord:
@@ -105,6 +106,29 @@ def select(sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]) -> Tuning:
     Only select_on is read from the runs: the test metrics cannot influence the choice.
     """
     chosen, tuned, untuned = {}, {}, {}
+    lacking = [
+        f"{r.variant}/seed_{r.seed}"
+        for records in runs.values()
+        for r in records
+        if r.status == "finished" and r.metric(sweep.select_on) is None
+    ]
+    notes = []
+    if lacking:
+        available = sorted(
+            {
+                f"{s}/{k}"
+                for rs in runs.values()
+                for r in rs
+                for s in r.metrics
+                for k in r.metrics[s]
+            }
+        )
+        notes.append(
+            f"{sweep.select_on} (select_on) is absent from {len(lacking)} finished run(s), e.g. "
+            f"{lacking[0]}, so no setting can be chosen for their variants; available: "
+            f"{', '.join(available) or 'none'} (an algorithmic task needs "
+            "data.num_validation > 0 for a validation split)"
+        )
     for variant in sweep.variants:
         by_setting = {
             s: {r.seed: r for r in runs[nuisance_lib.run_variant(variant, s)]}
@@ -129,7 +153,7 @@ def select(sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]) -> Tuning:
             else _missing(first[seed], variant)
             for seed in sweep.seeds
         )
-    return Tuning(chosen, tuned, untuned)
+    return Tuning(chosen, tuned, untuned, tuple(notes))
 
 
 def comparisons(
