@@ -148,7 +148,7 @@ class FeedForwardConfig:
 
     PREFIX: ClassVar[str] = "model.ffn"
 
-    activation: str = "relu"  # relu | gelu | swiglu; see transformer_jax.layers.feedforward
+    activation: str = "relu"  # relu | gelu (tanh approx.) | gelu_exact | swiglu: feedforward.py
     d_ff: int = 512  # hidden width
 
     def __post_init__(self):
