@@ -157,7 +157,7 @@ class FeedForwardConfig:
 
     PREFIX: ClassVar[str] = "model.ffn"
 
-    activation: str = "relu"  # relu | gelu | swiglu; see transformer_jax.layers.feedforward
+    activation: str = "relu"  # relu | gelu (tanh approx.) | gelu_exact | swiglu: feedforward.py
     d_ff: int = 512  # hidden width
     # On the hidden activations (tensor2tensor's relu_dropout; 0.1 in transformer_base_v2).
     dropout_rate: float = 0.0
