@@ -38,7 +38,6 @@ class FeedForward(nn.Module):
 
     @nn.compact
     def __call__(self, x_BTD, *, train: bool = False):
-        del train
         activation = ACTIVATIONS[self.config.activation]
 
         def dense(features, name):
@@ -49,4 +48,6 @@ class FeedForward(nn.Module):
         h_BTF = activation.fn(dense(self.config.d_ff, "wi")(x_BTD))
         if activation.gated:
             h_BTF = h_BTF * dense(self.config.d_ff, "wg")(x_BTD)
+        if self.config.dropout_rate:  # tensor2tensor's relu_dropout, on the hidden units
+            h_BTF = nn.Dropout(self.config.dropout_rate)(h_BTF, deterministic=not train)
         return dense(x_BTD.shape[-1], "wo")(h_BTF)
