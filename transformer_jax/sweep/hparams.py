@@ -1,11 +1,12 @@
 """The hparams of a sweep's runs, as TensorBoard's HParams table and W&B show them.
 
-A run's hparams: its variant, its seed, the level of each trained factor of its cell, and every
-config field some variant of the sweep overrides, with this run's value (the base config's for
-a variant that does not override it), so the table has a value in every column. The runner writes
-them to each run directory as hparams.json (run_dir.HPARAMS_FILE) before the run starts, where
-the run's tracking reads them (tracking/run.py); the report rewrites them, and each run's HParams
-session, for runs that predate them (`--report_only`, also from a committed runs.csv).
+A run's hparams: its variant, its seed, the level of each trained factor of its cell, its
+nuisance setting (sweep/nuisance.py), and every config field some run of the sweep overrides,
+with this run's value (the base config's where its variant keeps it), so the table has a value
+in every column. The runner writes them to each run directory as hparams.json
+(run_dir.HPARAMS_FILE) before the run starts, where the run's tracking reads them
+(tracking/run.py); the report rewrites them, and each run's HParams session, for runs that
+predate them (`--report_only`, also from a committed runs.csv).
 """
 
 import contextlib
@@ -18,6 +19,7 @@ from ml_collections.config_flags import config_path
 from transformer_jax import defaults
 from transformer_jax.report.run_dirs import RunRecord
 from transformer_jax.run_dir import HPARAMS_FILE, write_json
+from transformer_jax.sweep.nuisance import split_run_variant
 from transformer_jax.sweep.spec import Sweep
 from transformer_jax.tracking import hparams as tracking_hparams
 
@@ -45,12 +47,18 @@ def base_values(
 def variant_hparams(
     sweep: Sweep, config_spec: str, cwd: str | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Variant -> its hparams (all but the seed), in sweep order."""
-    keys = {key for overrides in sweep.variants.values() for key in overrides}
+    """Run variant (sweep.run_variants: with nuisance, "<variant>/<setting>") -> its hparams
+    (all but the seed), in sweep order. With nuisance, "setting" names the run's setting and the
+    nuisance keys are among the overridden fields."""
+    run_variants = sweep.run_variants
+    keys = {key for overrides in run_variants.values() for key in overrides}
     base = base_values(sweep, config_spec, keys, cwd)
     out = {}
-    for variant, overrides in sweep.variants.items():
+    for run_variant, overrides in run_variants.items():
+        variant, setting = split_run_variant(run_variant)
         values: dict[str, Any] = {"variant": variant}
+        if setting:
+            values["setting"] = setting
         cell = sweep.cell_of(variant)
         if cell is not None:
             values.update(
@@ -58,7 +66,7 @@ def variant_hparams(
             )
         fields = {key: base[key] for key in sorted(keys) if key in base}
         values.update({**fields, **overrides})
-        out[variant] = values
+        out[run_variant] = values
     return out
 
 
