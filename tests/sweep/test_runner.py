@@ -7,11 +7,13 @@ import sys
 
 import pytest
 from absl import flags
+from google.protobuf import json_format
 from ml_collections import config_flags
 from ml_collections.config_flags import config_path
 from sweep_fixtures import calls, run_demo, valid_kwargs
 
 from transformer_jax.sweep import Sweep, format_override, runner
+from transformer_jax.tracking import hparams as tracking_hparams
 
 
 def test_overrides_parse_back_exactly_through_config_flags(project, monkeypatch):
@@ -166,6 +168,27 @@ def test_seed_groups_train_each_variant_in_one_process(project):
     # A rerun resumes as separate runs do: only the failed seeds start again (as one group).
     assert run_demo(grouped, variants=variants)["diverged"] == 2
     assert calls(grouped, "base", 0) == 1 and calls(grouped, "flaky", 0) == 2
+
+
+def test_each_run_gets_its_hparams_before_it_starts(project):
+    """hparams.json of every launched run (read by its HParams session and W&B run): variant,
+    seed and every overridden field, the base config's value where a variant keeps it; the
+    report's HParams session of each ended run has them too."""
+    run_demo(project / "out", variants=["base", "better", "unstable"], seeds=[1])
+    for variant, offset in (("base", 0.0), ("better", 0.1), ("unstable", 0.0)):
+        run = project / "out" / variant / "seed_1"
+        mode = "diverge" if variant == "unstable" else "ok"
+        expected = {
+            "variant": variant,
+            "seed": 1,
+            "fake.offset": offset,
+            "fake.mode": mode,
+        }
+        stored = json.loads((run / "hparams.json").read_text())
+        assert stored == {"sweep": "out", "hparams": expected}
+        start = tracking_hparams.read_session_start(run)
+        assert {k: json_format.MessageToDict(v) for k, v in start.hparams.items()} == expected
+    assert not (project / "out" / "flaky").exists()
 
 
 @pytest.mark.parametrize(

@@ -46,6 +46,7 @@ from transformer_jax.commands import launch_dir
 from transformer_jax.report import environment, run_dirs
 from transformer_jax.report.report import SWEEP_FILE, write_report
 from transformer_jax.run_dir import write_json
+from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep import launcher
 from transformer_jax.sweep.launcher import RunSpec
 from transformer_jax.sweep.nuisance import split_run_variant
@@ -160,12 +161,15 @@ def plan(
     for s in seeds:
         if s not in sweep.seeds:
             raise ValueError(f"--seeds contains {s}; valid: {', '.join(map(str, sweep.seeds))}")
+    hparams = sweep_hparams.variant_hparams(sweep, config_spec)
+    name = sweep_hparams.sweep_name(workdir)
     return [
         RunSpec(
             v,
             s,
             run_dirs.run_dir(workdir, v, s),
             build_argv(sweep, v, s, run_dirs.run_dir(workdir, v, s), config_spec, main_module),
+            sweep_hparams.run_hparams_json(name, hparams[v], s),
         )
         for v in sweep.run_variants
         if split_run_variant(v)[0] in variants
