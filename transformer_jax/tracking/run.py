@@ -30,12 +30,14 @@ _EXIT_CODES = {"finished": 0, "diverged": DIVERGED_EXIT_CODE, "stopped": STOPPED
 
 def run_names(workdir: str | os.PathLike, sweep_run: Mapping[str, Any]) -> tuple[str, str | None]:
     """(name, group) of a run for W&B: a sweep's run is <variant>/seed_<s> in the group
-    <sweep>/<variant>; a seed of a seed group (WORKDIR/seed_<s>) <WORKDIR>/seed_<s> in the group
-    <WORKDIR>; any other run its directory's name, in no group."""
+    <sweep>/<variant> (with nuisance, <variant>/<setting>/seed_<s> in <sweep>/<variant>/<setting>);
+    a seed of a seed group (WORKDIR/seed_<s>) <WORKDIR>/seed_<s> in the group <WORKDIR>; any other
+    run its directory's name, in no group."""
     workdir = os.path.abspath(os.fspath(workdir))
     parent, base = os.path.split(workdir)
-    variant = sweep_run.get("hparams", {}).get("variant")
-    if variant is not None:
+    hparams = sweep_run.get("hparams", {})
+    if "variant" in hparams:
+        variant = "/".join(str(hparams[k]) for k in ("variant", "setting") if k in hparams)
         return f"{variant}/{base}", f"{sweep_run.get('sweep', '')}/{variant}"
     parent_name = os.path.basename(parent)
     seed = base.removeprefix("seed_")
