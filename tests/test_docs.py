@@ -131,9 +131,32 @@ def _parse_commands(line: str, partial: bool) -> list[dict]:
     return found
 
 
+QUICK_START = (
+    "pip install -r requirements.txt && python -m transformer_jax.sweep "
+    "--sweep=experiments/quickstart.py --workdir=runs/quickstart --parallel=2",
+    "pip install -r requirements.txt && python -m pytest -q",
+)
+
+
 def test_readme_is_a_front_door():
-    size = len((REPO / "README.md").read_bytes())
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    size = len(readme.encode())
     assert size <= README_LIMIT_BYTES, f"README.md is {size} bytes; move detail into docs/"
+    _, blocks = split_code(readme)
+    for command in QUICK_START:  # verbatim, each a code block of its own
+        assert ("bash", command) in blocks, command
+
+
+def test_committed_text_names_no_directory_of_the_machine_that_wrote_it():
+    """Docs and committed results give paths relative to the repository (recorded_command)."""
+    texts = [*PAGES, *(REPO / "results").rglob("*.md"), *(REPO / "results").rglob("*.json")]
+    texts += [*(REPO / "results").rglob("command.txt"), *(REPO / "results").rglob("run.log")]
+    found = [
+        f"{path.relative_to(REPO)}: {match.group(0)}"
+        for path in texts
+        for match in re.finditer(r"(?<![\w.~])/(?:work|tmp)/\S*", path.read_text(errors="replace"))
+    ]
+    assert not found, "\n".join(found[:20])
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
