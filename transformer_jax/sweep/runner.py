@@ -252,7 +252,7 @@ def update_sweep_json(
                 f"not {config_spec} (--quick changes it); use a new --workdir"
             )
     # The base config's nuisance values: the untuned setting the report compares with.
-    sweep = with_nuisance_default(sweep, config_spec.partition(":")[2])
+    sweep = with_nuisance_default(sweep)
     resolved = {
         "file": sweep_file,
         **sweep.to_dict(),
@@ -285,7 +285,7 @@ def plan_checked(
     config_arg = ",".join(a for a in (sweep.config_arg, QUICK_ARG if quick else "") if a)
     config_spec = f"{sweep.config}:{config_arg}" if config_arg else sweep.config
     check_overrides(sweep, config_arg)
-    with_nuisance_default(sweep, config_arg)  # The default must be in the grid.
+    with_nuisance_default(sweep)  # The default must be in the grid.
     # Absolute run directories: the trainer's checkpointer needs them, and command.txt then
     # works from any directory.
     workdir = os.path.abspath(workdir)
