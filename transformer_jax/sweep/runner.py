@@ -286,8 +286,8 @@ def plan_checked(
     config_spec = f"{sweep.config}:{config_arg}" if config_arg else sweep.config
     check_overrides(sweep, config_arg)
     with_nuisance_default(sweep)  # The default must be in the grid.
-    # Absolute run directories: the trainer's checkpointer needs them, and command.txt then
-    # works from any directory.
+    # Absolute run directories: the trainer's checkpointer needs them (command.txt records them
+    # relative to the repository when launched from it: commands.recorded_shell_command).
     workdir = os.path.abspath(workdir)
     specs = plan(sweep, workdir, config_spec, variants, seeds, main_module)
     check_commands(specs)
