@@ -27,6 +27,7 @@ from transformer_jax.report import (
 )
 from transformer_jax.report.factorial_tables import EFFECTS_CSV
 from transformer_jax.run_dir import git_commit, read_config
+from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep.spec import Sweep, format_override
 
 SWEEP_FILE = "sweep.json"
@@ -107,9 +108,12 @@ def _isolation_plots(workdir: str, sweep: Sweep, runs) -> list[tuple[str, str]]:
     out = []
     for name, groups in factors.items():
         fname = f"isolation_{_slug(name)}.png"
-        title = f"{sweep.select_on} vs {key}, one line per variant (colour: {name})"
-        y_label = f"{sweep.select_on} (mean over seeds, best over other nuisance values)"
-        if plots.plot_isolation(curves, groups, key, y_label, title, os.path.join(workdir, fname)):
+        title = (
+            f"{sweep.select_on} vs {key}, one line per variant (colour: {name})\n"
+            "mean over seeds, at each value the best over the other nuisance values"
+        )
+        path = os.path.join(workdir, fname)
+        if plots.plot_isolation(curves, groups, key, sweep.select_on, title, path):
             out.append((f"Isolation plot of {name}: {sweep.select_on} against {key}", fname))
         else:
             _remove_stale(workdir, fname)
@@ -134,6 +138,10 @@ def write_report(
     sweep = Sweep.from_dict(resolved)
     runs = summary.read_runs(sweep, workdir, runs_csv)
     all_runs = [r for records in runs.values() for r in records]
+    # Each ended run's TensorBoard HParams session, also for runs that predate them.
+    sweep_hparams.write_sessions(
+        workdir, sweep, resolved["config_spec"], all_runs, resolved.get("cwd")
+    )
     tuned = None
     if sweep.nuisance:
         # Every variant at the setting chosen on validation (report/tuning.py); the tables,

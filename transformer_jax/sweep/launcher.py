@@ -14,7 +14,6 @@ import dataclasses
 import datetime
 import json
 import os
-import shlex
 import shutil
 import signal
 import socket
@@ -27,10 +26,12 @@ from typing import Any
 
 from absl import logging
 
+from transformer_jax.commands import recorded_shell_command
 from transformer_jax.report import run_dirs
 from transformer_jax.run_dir import (
     DIVERGED_EXIT_CODE,
     FAILURE_FILE,
+    HPARAMS_FILE,
     STOPPED_EXIT_CODE,
     write_json,
 )
@@ -48,6 +49,9 @@ class RunSpec:
     seed: int
     path: str
     argv: tuple[str, ...]
+    # hparams.json of the run (run_dir.HPARAMS_FILE: sweep name and hparams), written when it
+    # is launched; {} writes none.
+    hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def name(self) -> str:
@@ -205,8 +209,7 @@ class Launch:
         if gpus is not None:
             variables["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         env = {**os.environ, **variables}
-        prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in variables.items())
-        self.command_line = f"cd {shlex.quote(cwd)} && {prefix}{shlex.join(spec.argv)}"
+        self.command_line = recorded_shell_command(spec.argv, cwd, variables)
         for run in spec.runs:
             os.makedirs(run.path, exist_ok=True)
             with open(os.path.join(run.path, run_dirs.COMMAND_FILE), "w") as f:
@@ -218,9 +221,11 @@ class Launch:
                     # itself, and it is what check_commands compares.
                     f.write(f"# trained in the seed group {spec.name} by:\n")
                     f.write(f"# {self.command_line}\n")
-                    f.write(f"cd {shlex.quote(cwd)} && {prefix}{shlex.join(run.argv)}\n")
+                    f.write(recorded_shell_command(run.argv, cwd, variables) + "\n")
                 else:
                     f.write(self.command_line + "\n")
+            if run.hparams:
+                write_json(os.path.join(run.path, HPARAMS_FILE), run.hparams)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(run.path, run_dirs.FAILURE_FILE))
         self.spec = spec

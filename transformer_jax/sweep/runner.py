@@ -44,6 +44,7 @@ from transformer_jax.commands import launch_dir
 from transformer_jax.report import environment, run_dirs
 from transformer_jax.report.report import SWEEP_FILE, write_report
 from transformer_jax.run_dir import write_json
+from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep import launcher
 from transformer_jax.sweep.launcher import RunSpec
 from transformer_jax.sweep.nuisance import split_run_variant
@@ -149,12 +150,15 @@ def plan(
     for s in seeds:
         if s not in sweep.seeds:
             raise ValueError(f"--seeds contains {s}; valid: {', '.join(map(str, sweep.seeds))}")
+    hparams = sweep_hparams.variant_hparams(sweep, config_spec)
+    name = sweep_hparams.sweep_name(workdir)
     return [
         RunSpec(
             v,
             s,
             run_dirs.run_dir(workdir, v, s),
             build_argv(sweep, v, s, run_dirs.run_dir(workdir, v, s), config_spec, main_module),
+            sweep_hparams.run_hparams_json(name, hparams[v], s),
         )
         for v in sweep.run_variants
         if split_run_variant(v)[0] in variants
@@ -237,7 +241,7 @@ def update_sweep_json(
                 f"not {config_spec} (--quick changes it); use a new --workdir"
             )
     # The base config's nuisance values: the untuned setting the report compares with.
-    sweep = with_nuisance_default(sweep, config_spec.partition(":")[2])
+    sweep = with_nuisance_default(sweep)
     resolved = {
         "file": sweep_file,
         **sweep.to_dict(),
@@ -270,9 +274,9 @@ def plan_checked(
     config_arg = ",".join(a for a in (sweep.config_arg, QUICK_ARG if quick else "") if a)
     config_spec = f"{sweep.config}:{config_arg}" if config_arg else sweep.config
     check_overrides(sweep, config_arg)
-    with_nuisance_default(sweep, config_arg)  # The default must be in the grid.
-    # Absolute run directories: the trainer's checkpointer needs them, and command.txt then
-    # works from any directory.
+    with_nuisance_default(sweep)  # The default must be in the grid.
+    # Absolute run directories: the trainer's checkpointer needs them (command.txt records them
+    # relative to the repository when launched from it: commands.recorded_shell_command).
     workdir = os.path.abspath(workdir)
     specs = plan(sweep, workdir, config_spec, variants, seeds, main_module)
     check_commands(specs)

@@ -128,7 +128,12 @@ class RunHost:
         checkpointer = Checkpointer(self.workdir, every=every, keep=keep)
         self.checkpointer = closing.enter_context(checkpointer)
         self.logger = closing.enter_context(
-            MetricsLogger(self.workdir, total_steps=train_cfg.steps, writes=self.primary)
+            MetricsLogger(
+                self.workdir,
+                total_steps=train_cfg.steps,
+                writes=self.primary,
+                config=self.resolved,  # its HParams session and W&B run (tracking/run.py)
+            )
         )
         with self.phases("checkpoint"):
             restored = self.checkpointer.restore(initial_state)
@@ -304,5 +309,4 @@ class RunHost:
 
     def _end(self, summary: run_dir.RunSummary) -> None:
         self.ended = summary
-        if self.primary:
-            run_dir.write_summary(self.workdir, summary)
+        self.logger.write_summary(summary)  # Process 0 writes it, and ends the run's tracking.
