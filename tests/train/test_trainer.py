@@ -17,7 +17,7 @@ from train_fixtures import dotted, read_metrics, tiny_config
 
 from transformer_jax import run_dir
 from transformer_jax.data import registry
-from transformer_jax.models.families import shift_right
+from transformer_jax.families import shift_right
 from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.numerics import NonFiniteError
 from transformer_jax.train.restore import load_run

@@ -5,12 +5,13 @@ W_2 act(W_1 x); a gated one (GLU variants, Shazeer 2020) W_2 (act(W_1 x) * W_3 x
 activation is one registered entry here.
 """
 
-from typing import NamedTuple
+import dataclasses
+from typing import ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax.numpy as jnp
 
-from transformer_jax.config.model import FeedForwardConfig
+from transformer_jax import fields as F
 from transformer_jax.registry import Registry
 
 
@@ -23,6 +24,20 @@ ACTIVATIONS: Registry[Activation] = Registry("model.ffn.activation")
 ACTIVATIONS.add("relu", Activation(nn.relu, gated=False))
 ACTIVATIONS.add("gelu", Activation(nn.gelu, gated=False))
 ACTIVATIONS.add("swiglu", Activation(nn.silu, gated=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class FeedForwardConfig:
+    """The position-wise feed-forward network (Vaswani §3.3)."""
+
+    PREFIX: ClassVar[str] = "model.ffn"
+
+    activation: str = "relu"  # relu | gelu | swiglu; see ACTIVATIONS
+    d_ff: int = 512  # hidden width
+
+    def __post_init__(self):
+        F.check_choice(f"{self.PREFIX}.activation", self.activation, ACTIVATIONS.names())
+        F.check_int(f"{self.PREFIX}.d_ff", self.d_ff, 1)
 
 
 class FeedForward(nn.Module):

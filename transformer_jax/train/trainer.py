@@ -27,8 +27,8 @@ import ml_collections
 import numpy as np
 
 from transformer_jax import data, decoding, run_dir
+from transformer_jax import fields as F
 from transformer_jax.config import ModelConfig, TrainConfig
-from transformer_jax.config import fields as F
 from transformer_jax.config.model import upgrade_flat_model_config
 from transformer_jax.data import tokenizers
 from transformer_jax.defaults import FROM_DATA
