@@ -25,6 +25,7 @@ from transformer_jax.layers.attention import AttentionConfig
 from transformer_jax.layers.feedforward import FeedForwardConfig
 from transformer_jax.layers.norms import NormConfig
 from transformer_jax.layers.positional import PositionalConfig, encoding
+from transformer_jax.layers.step_signals import STEP_SIGNALS
 
 DTYPES = ("float32", "bfloat16", "float16")
 POOLINGS = ("cls", "mean")  # classifier families: a prepended class token, or the mean
@@ -68,9 +69,13 @@ class UniversalConfig:
     # transform: it keeps being transformed, as in tensor2tensor, so what the still-running
     # positions attend to differs; the halted position's own output is frozen either way.
     act_halted: str = "freeze"
+    # The signal of the step number added before every step: sinusoidal (the paper's text) or
+    # learned (tensor2tensor's default). See transformer_jax.layers.step_signals.
+    step_signal: str = "sinusoidal"
 
     def __post_init__(self):
         p = self.PREFIX
+        F.check_choice(f"{p}.step_signal", self.step_signal, STEP_SIGNALS.names())
         F.check_int(f"{p}.steps", self.steps, 0)
         F.check_bool(f"{p}.act", self.act)
         F.check_float(f"{p}.act_threshold_eps", self.act_threshold_eps, above=0.0, at_most=1.0)

@@ -20,7 +20,7 @@ from absl import app, flags
 
 from transformer_jax.report.report import write_report
 from transformer_jax.sweep import slurm
-from transformer_jax.sweep.runner import DEFAULT_MAIN, run_sweep
+from transformer_jax.sweep.runner import DEFAULT_MAIN, resolved_sweep, run_sweep
 from transformer_jax.sweep.spec import load_sweep
 from transformer_jax.sweep_dir import read_sweep_json, update_sweep_json
 
@@ -113,7 +113,7 @@ def _main(argv: Sequence[str]) -> int:
             stored = read_sweep_json(workdir)
             update_sweep_json(
                 workdir,
-                load_sweep(f.sweep).to_dict(),
+                resolved_sweep(load_sweep(f.sweep), stored["config_spec"]),
                 f.sweep,
                 stored["config_spec"],
                 stored.get("quick", False),

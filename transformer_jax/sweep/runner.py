@@ -6,7 +6,8 @@ check_commands (a run directory belongs to this sweep), locked_sweep (what every
 first: plan, check, lock the workdir, record the launch in sweep.json) and run_sweep (launch and
 resume).
 
-Each run gets WORKDIR/<variant>/seed_<seed>/ and is launched as
+Each run gets WORKDIR/<variant>/seed_<seed>/ (with nuisance factors, sweep/nuisance.py,
+WORKDIR/<variant>/<setting>/seed_<seed>/, each setting its own seed group) and is launched as
 
     python -m transformer_jax.main --config=<config>[:arg] --workdir=<run dir> \
         --config.seed=<seed> --config.<key>=<value> ...
@@ -46,7 +47,13 @@ from transformer_jax import defaults, environment, sweep_dir
 from transformer_jax.run_dir import COMMAND_FILE, LOG_FILE, git_commit
 from transformer_jax.sweep import launcher
 from transformer_jax.sweep.launcher import RunSpec
-from transformer_jax.sweep.spec import Sweep, check_overrides, format_override
+from transformer_jax.sweep.nuisance import split_run_variant
+from transformer_jax.sweep.spec import (
+    Sweep,
+    check_overrides,
+    format_override,
+    with_nuisance_default,
+)
 
 DEFAULT_MAIN = "transformer_jax.main"
 QUICK_ARG = "quick"
@@ -77,8 +84,11 @@ def build_argv(
     python: str = sys.executable,
 ) -> tuple[str, ...]:
     """The trainer command of one run (ml_collections config flags for seed and overrides), or
-    with several seeds, of their seed group in `path`, the variant's directory."""
-    overrides = [f"--config.{k}={format_override(v)}" for k, v in sweep.variants[variant].items()]
+    with several seeds, of their seed group in `path`, the variant's directory. variant is a run
+    variant (sweep.run_variants: with nuisance, "<variant>/<setting>")."""
+    overrides = [
+        f"--config.{k}={format_override(v)}" for k, v in sweep.run_variants[variant].items()
+    ]
     if isinstance(seed, int):
         seeds = f"--config.seed={seed}"
     else:
@@ -126,7 +136,7 @@ def stops_early(sweep: Sweep, variant: str, config_spec: str) -> bool:
     """Whether the variant's runs stop early (train.early_stop_metric): each seed would stop at
     its own step, so such a variant trains seed by seed, never as a seed group."""
     config = defaults.from_file(sweep.config, config_spec.partition(":")[2] or None)
-    for key, value in sweep.variants[variant].items():
+    for key, value in sweep.run_variants[variant].items():
         config_path.set_value(key, config, value)
     return bool(config.get("train", {}).get("early_stop_metric", ""))
 
@@ -139,7 +149,8 @@ def plan(
     seeds: Sequence[int] | None = None,
     main_module: str = DEFAULT_MAIN,
 ) -> list[RunSpec]:
-    """The selected runs, variant-major in sweep order; selections must be part of the sweep."""
+    """The selected runs, variant-major in sweep order; selections must be part of the sweep.
+    With nuisance, every setting of each selected variant (run variants "<variant>/<setting>")."""
     variants = list(sweep.variants) if not variants else list(variants)
     seeds = list(sweep.seeds) if not seeds else list(seeds)
     for v in variants:
@@ -155,8 +166,8 @@ def plan(
             sweep_dir.run_dir(workdir, v, s),
             build_argv(sweep, v, s, sweep_dir.run_dir(workdir, v, s), config_spec, main_module),
         )
-        for v in sweep.variants
-        if v in variants
+        for v in sweep.run_variants
+        if split_run_variant(v)[0] in variants
         for s in sweep.seeds
         if s in seeds
     ]
@@ -218,12 +229,19 @@ def plan_checked(
     config_arg = ",".join(a for a in (sweep.config_arg, QUICK_ARG if quick else "") if a)
     config_spec = f"{sweep.config}:{config_arg}" if config_arg else sweep.config
     check_overrides(sweep, config_arg)
+    with_nuisance_default(sweep, config_arg)  # The default must be in the grid.
     # Absolute run directories: the trainer's checkpointer needs them, and command.txt then
     # works from any directory.
     workdir = os.path.abspath(workdir)
     specs = plan(sweep, workdir, config_spec, variants, seeds, main_module)
     check_commands(specs)
     return workdir, config_spec, specs
+
+
+def resolved_sweep(sweep: Sweep, config_spec: str) -> dict[str, Any]:
+    """The sweep as sweep.json records it, with the base config's nuisance values: the untuned
+    setting the report compares with."""
+    return with_nuisance_default(sweep, config_spec.partition(":")[2]).to_dict()
 
 
 @contextlib.contextmanager
@@ -250,7 +268,7 @@ def locked_sweep(
     with launcher.WorkdirLock(workdir):
         sweep_dir.update_sweep_json(
             workdir,
-            sweep.to_dict(),
+            resolved_sweep(sweep, config_spec),
             sweep_file,
             config_spec,
             quick,
@@ -288,7 +306,8 @@ def run_sweep(
 
     Args:
       sweep, sweep_file: the loaded sweep and the path it came from.
-      workdir: sweep directory (created); runs go to WORKDIR/<variant>/seed_<seed>.
+      workdir: sweep directory (created); runs go to WORKDIR/<variant>/seed_<seed> (with
+        nuisance, WORKDIR/<variant>/<setting>/seed_<seed>).
       variants, seeds: subsets to run (default: all).
       quick: pass get_config the argument "quick" (every run shrunk).
       parallel: number of runs (or seed groups) trained at once, each pinned to its own CPUs.
@@ -334,7 +353,9 @@ def run_sweep(
         )
         units = launches(sweep, workdir, todo, config_spec, main_module, seed_groups)
         env = compile_cache_env(workdir) if compile_cache else {}
-        outcomes = _run_all(workdir, units, before, parallel, total, done, sweep.metrics, env)
+        outcomes = _run_all(
+            workdir, units, before, parallel, total, done, sweep.recorded_metrics, env
+        )
 
     counts = collections.Counter(
         outcomes.get(s.name) or sweep_dir.read_run(workdir, s.variant, s.seed).status for s in specs
