@@ -105,6 +105,7 @@ def test_two_cells_two_learning_rates_two_seeds(project):
         machine=MACHINE,
     )
     assert counts == {"finished": 8}
+    write_report(str(workdir))
     # Each setting its own directory (and seed group) below its variant's.
     for variant in ("base", "shifted"):
         for lr in ("0.001", "0.01"):
