@@ -25,14 +25,15 @@ Accuracy against test length, one line per encoding, is the report's length_*.pn
 
 Departures from the papers, and why (sources in docs/papers.md): Ruoss et al.'s code draws one
 sorted subset per batch, shared by its sequences, and a fresh one for every evaluation batch;
-here every sequence draws its own, and `randomized_eval` reads a fixed key per stack, so every
-evaluation batch of a shape sees the same positions. `randomized` and `randomized_eval` also
-differ in max_len (130 and 512), so their gap mixes the range of training positions with the
-positions read at test. Ruoss et al. train on lengths up to 40 and test up to 500 with 5-layer
-models and randomize over L = 2,048 positions; here L = max_len, the longest test prompt (130
-tokens) for `randomized` and 512 for `randomized_eval`, and the model is small enough for this
-machine. Press et al. measure perplexity on text; reverse is a stricter test of the same
-question.
+here (train_positions="randomized") every sequence draws its own, and the committed
+`randomized_eval` runs read a fixed key per stack, so every evaluation batch of a shape saw the
+same positions (train_positions="batch_randomized" and a fresh key per evaluation batch are the
+code's way). `randomized` and `randomized_eval` also differ in max_len (130 and 512), so their
+gap mixes the range of training positions with the positions read at test. Ruoss et al. train on
+lengths up to 40 and test up to 500 with 5-layer models and randomize over L = 2,048 positions;
+here L = max_len, the longest test prompt (130 tokens) for `randomized` and 512 for
+`randomized_eval`, and the model is small enough for this machine. Press et al. measure
+perplexity on text; reverse is a stricter test of the same question.
 
 Budget: measured on a 2-core CPU under load, the model trains at ~18 steps/s; runs stop at the
 test-accuracy plateau (3 evaluations 500 steps apart without a gain of 0.001, not before step

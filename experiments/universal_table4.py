@@ -113,7 +113,7 @@ ACCURACIES = ("token_accuracy", "seq_accuracy")  # the paper's character / seque
 
 def make_sweep(task: str) -> Sweep:
     """Table 4's comparison on one task of configs/universal_table4.py."""
-    title = f"Universal Transformer vs Transformer on {task} at length 400 (Table 4 protocol)"
+    title = f"Universal Transformer vs Transformer on {task} at length 400 (Table 4 data, lengths)"
     details = __doc__.split("\n\n", 1)[1].rstrip()  # the docstring less its first paragraph
     return Sweep(
         description=f"{title}\n\n{details}",

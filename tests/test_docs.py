@@ -131,9 +131,20 @@ def _parse_commands(line: str, partial: bool) -> list[dict]:
     return found
 
 
+QUICK_START = (
+    "pip install -r requirements.txt && python -m transformer_jax.sweep "
+    "--sweep=experiments/quickstart.py --workdir=runs/quickstart --parallel=2",
+    "pip install -r requirements.txt && python -m pytest -q",
+)
+
+
 def test_readme_is_a_front_door():
-    size = len((REPO / "README.md").read_bytes())
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    size = len(readme.encode())
     assert size <= README_LIMIT_BYTES, f"README.md is {size} bytes; move detail into docs/"
+    _, blocks = split_code(readme)
+    for command in QUICK_START:  # verbatim, each a code block of its own
+        assert ("bash", command) in blocks, command
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())

@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from transformer_jax.commands import launch_dir
 from transformer_jax.run_dir import (
     FAILURE_FILE,
     FINAL_STATUSES,
@@ -239,7 +240,8 @@ def update_sweep_json(
         "quick": quick,
         "main_module": main_module,
         # A report-only update (no invocation) keeps the directory the runs were launched from.
-        "cwd": previous.get("cwd", os.getcwd()) if invocation is None else os.getcwd(),
+        # Recorded relative to the repository when inside it ("." for its root): see commands.
+        "cwd": previous.get("cwd", launch_dir()) if invocation is None else launch_dir(),
         "invocations": list(previous.get("invocations", [])),
     }
     if invocation is not None:

@@ -164,3 +164,10 @@ def test_round_trip_through_sweep_json():
         make_sweep(nuisance={}, select_on="", select_mode="", nuisance_default={}).to_dict()
     )
     assert "nuisance" not in plain.to_dict() and plain.run_variants == plain.variants
+
+
+def test_a_selection_metric_no_run_reports_is_noted_and_chooses_nothing():
+    sweep = make_sweep(select_on="validation/seq_accuracy", select_mode="max")
+    chosen = tuning.select(sweep, make_runs(sweep, validation_loss, honest_test))
+    assert chosen.chosen == {"a": {}, "b": {}}
+    assert len(chosen.notes) == 1 and "report the splits test, validation" in chosen.notes[0]

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from transformer_jax.report.report import write_report
-from transformer_jax.sweep import Sweep, run_sweep
+from transformer_jax.sweep import Factor, SplitFactor, Sweep, run_sweep
 
 FAKE_MAIN = """
 import json, math, os, sys
@@ -30,6 +30,7 @@ def train(workdir, seed):
     metrics = {
         "validation": {"loss": 1.0 + miss + 0.01 * seed},
         "test": {"seq_accuracy": 0.8 - 0.1 * miss + offset + 0.01 * seed},
+        "test_long": {"seq_accuracy": 0.4 - 0.1 * miss + 2 * offset + 0.01 * seed},
     }
     summary = {"status": "finished", "step": 10, "metrics": metrics, "num_params": 100,
                "tokens_per_sec": 50.0, "wall_time_s": 0.3, "error": None}
@@ -180,3 +181,28 @@ def test_default_outside_the_grid_is_refused_before_anything_runs(project):
     with pytest.raises(ValueError, match="lacks the base config's value 0.001"):
         run_sweep(sweep, "experiments/tuned.py", str(project / "runs"), main_module="fake_main")
     assert not (project / "runs").exists()
+
+
+def test_a_factorial_sweep_tuned_has_an_isolation_plot_per_factor(project):
+    """Two trained factors and a split factor: every effect's verdict, one plot per factor."""
+    sweep = tuned_sweep(
+        variants={},
+        factors=(
+            Factor("shift", {"no": {}, "yes": {"fake.best_lr": 1e-2, "fake.offset": 0.05}}),
+            Factor("size", {"small": {}, "large": {"fake.offset": 0.0}}),
+            SplitFactor("length", {"seen": "test", "unseen": "test_long"}),
+        ),
+        cells=[{}, {"shift": "yes"}, {"size": "large"}],
+        baseline="",
+        metrics=("test/seq_accuracy", "test_long/seq_accuracy"),
+    )
+    workdir = project / "runs"
+    run_sweep(sweep, "experiments/tuned.py", str(workdir), main_module="fake_main", machine=MACHINE)
+    text = section(workdir / "report.md", "Tuning")
+    # shift: yes − no changes sign at both lengths, the length interaction keeps its sign
+    # (+0.05 more at unseen lengths, untuned and tuned).
+    changed = [line for line in text.splitlines() if "**changed**" in line]
+    assert len(changed) == 2 and all("shift: yes − no" in line for line in changed)
+    assert any("shift × length" in line and "| kept |" in line for line in text.splitlines())
+    for factor in ("shift", "size"):
+        assert (workdir / f"isolation_{factor}.png").is_file()

@@ -95,9 +95,7 @@ class Dataset:
             )
         splits = ("train",) + self.info.eval_splits
         require(split in splits, "split", split, f"one of {splits}", prefix="")
-        return self._source.eval_batches(
-            split, batch_size=batch_size, max_examples=max_examples
-        )
+        return self._source.eval_batches(split, batch_size=batch_size, max_examples=max_examples)
 
     def text_pairs(self, split: str, *, max_examples: int | None = None) -> list[tuple[str, str]]:
         """(source, target) raw text of `split` (its first `max_examples`), in the order of

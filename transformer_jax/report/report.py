@@ -26,6 +26,7 @@ from transformer_jax.report import (
 )
 from transformer_jax.report.factorial_tables import EFFECTS_CSV
 from transformer_jax.run_dir import git_commit, read_config
+from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep.spec import Sweep, format_override
 from transformer_jax.sweep_dir import read_sweep_json
 
@@ -122,6 +123,10 @@ def write_report(
     sweep = Sweep.from_dict(resolved)
     runs = summary.read_runs(sweep, workdir, runs_csv)
     all_runs = [r for records in runs.values() for r in records]
+    # Each ended run's TensorBoard HParams session, also for runs that predate them.
+    sweep_hparams.write_sessions(
+        workdir, sweep, resolved["config_spec"], all_runs, resolved.get("cwd")
+    )
     tuned = None
     if sweep.nuisance:
         # Every variant at the setting chosen on validation (report/tuning.py); the tables,

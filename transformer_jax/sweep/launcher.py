@@ -32,6 +32,7 @@ from transformer_jax.run_dir import (
     COMMAND_FILE,
     DIVERGED_EXIT_CODE,
     FAILURE_FILE,
+    HPARAMS_FILE,
     LOG_FILE,
     STOPPED_EXIT_CODE,
     write_json,
@@ -50,6 +51,9 @@ class RunSpec:
     seed: int
     path: str
     argv: tuple[str, ...]
+    # hparams.json of the run (run_dir.HPARAMS_FILE: sweep name and hparams), written when it
+    # is launched; {} writes none.
+    hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def name(self) -> str:
@@ -223,6 +227,8 @@ class Launch:
                     f.write(f"cd {shlex.quote(cwd)} && {prefix}{shlex.join(run.argv)}\n")
                 else:
                     f.write(self.command_line + "\n")
+            if run.hparams:
+                write_json(os.path.join(run.path, HPARAMS_FILE), run.hparams)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(run.path, FAILURE_FILE))
         self.spec = spec

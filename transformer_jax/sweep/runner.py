@@ -45,6 +45,7 @@ from ml_collections.config_flags import config_path
 
 from transformer_jax import defaults, environment, sweep_dir
 from transformer_jax.run_dir import COMMAND_FILE, LOG_FILE, git_commit
+from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep import launcher
 from transformer_jax.sweep.launcher import RunSpec
 from transformer_jax.sweep.nuisance import split_run_variant
@@ -159,12 +160,15 @@ def plan(
     for s in seeds:
         if s not in sweep.seeds:
             raise ValueError(f"--seeds contains {s}; valid: {', '.join(map(str, sweep.seeds))}")
+    hparams = sweep_hparams.variant_hparams(sweep, config_spec)
+    name = sweep_hparams.sweep_name(workdir)
     return [
         RunSpec(
             v,
             s,
             sweep_dir.run_dir(workdir, v, s),
             build_argv(sweep, v, s, sweep_dir.run_dir(workdir, v, s), config_spec, main_module),
+            sweep_hparams.run_hparams_json(name, hparams[v], s),
         )
         for v in sweep.run_variants
         if split_run_variant(v)[0] in variants
@@ -174,13 +178,20 @@ def plan(
 
 
 def _trainer_args(command_line: str) -> list[str]:
-    """Arguments after the interpreter in a command.txt line (drops `cd X &&` and VAR=value)."""
+    """Arguments after the interpreter in a command.txt line (drops `cd X &&` and VAR=value),
+    with a relative --workdir made absolute (a record written relative to the repository, read
+    from there)."""
     tokens = shlex.split(command_line)
     if "&&" in tokens:
         tokens = tokens[tokens.index("&&") + 1 :]
     while tokens and "=" in tokens[0] and not tokens[0].startswith("-"):
         tokens = tokens[1:]
-    return tokens[1:]
+    return [_absolute_workdir(token) for token in tokens[1:]]
+
+
+def _absolute_workdir(arg: str) -> str:
+    flag, _, value = arg.partition("=")
+    return f"{flag}={os.path.abspath(value)}" if flag == "--workdir" else arg
 
 
 def _read_command(path: str) -> str | None:
@@ -200,7 +211,8 @@ def check_commands(specs: Sequence[RunSpec]) -> None:
     """
     for spec in specs:
         previous = _read_command(spec.path)
-        if previous is not None and _trainer_args(previous) != list(spec.argv[1:]):
+        wanted = [_absolute_workdir(arg) for arg in spec.argv[1:]]
+        if previous is not None and _trainer_args(previous) != wanted:
             raise ValueError(
                 f"run directory {spec.path} was made by a different command:\n  {previous}\n"
                 f"this sweep would run:\n  {shlex.join(spec.argv)}\n"

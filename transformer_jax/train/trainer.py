@@ -367,7 +367,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     checkpointer = Checkpointer(
         workdir, every=train_cfg.checkpoint_every, keep=train_cfg.keep_checkpoints
     )
-    logger = MetricsLogger(workdir, total_steps=train_cfg.steps, writes=primary)
+    logger = MetricsLogger(workdir, total_steps=train_cfg.steps, writes=primary, config=resolved)
     # The placed state's shardings are the restore target, so a checkpoint written on any
     # number of devices loads onto this run's devices.
     with phases("checkpoint"):
@@ -500,19 +500,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
             bleu=bleu.summary() if bleu is not None else None,
             early_stop=early_stop.summary() if early_stop is not None else None,
         )
-        if primary:
-            run_dir.write_summary(workdir, summary)
+        logger.write_summary(summary)  # Process 0 writes it.
         print(breakdown_line(summary.timing), flush=True)
         return summary
     except NonFiniteError as error:  # Raised on every process: the loss is the global one.
-        if primary:
-            run_dir.write_summary(workdir, outcome("diverged", error.step, error=str(error)))
+        logger.write_summary(outcome("diverged", error.step, error=str(error)))
         raise
     except CheckpointSaveError as error:
         # The full disk may not take the summary either; the raised error still says why.
         with contextlib.suppress(OSError):
-            if primary:
-                run_dir.write_summary(workdir, outcome("failed", step, error=str(error)))
+            logger.write_summary(outcome("failed", step, error=str(error)))
         raise
     finally:
         checkpointer.close()
