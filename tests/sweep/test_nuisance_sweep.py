@@ -198,6 +198,7 @@ def test_a_factorial_sweep_tuned_has_an_isolation_plot_per_factor(project):
     )
     workdir = project / "runs"
     run_sweep(sweep, "experiments/tuned.py", str(workdir), main_module="fake_main", machine=MACHINE)
+    write_report(str(workdir))
     text = section(workdir / "report.md", "Tuning")
     # shift: yes − no changes sign at both lengths, the length interaction keeps its sign
     # (+0.05 more at unseen lengths, untuned and tuned).
