@@ -9,7 +9,9 @@ from google.protobuf import json_format
 from tensorboard.backend.event_processing import plugin_event_accumulator
 from tensorboard.plugins.hparams import api_pb2, metadata
 
+from transformer_jax.run_dir import RunSummary
 from transformer_jax.tracking import hparams as hparams_lib
+from transformer_jax.train.logger import MetricsLogger
 
 
 def load(run_path):
@@ -89,3 +91,20 @@ def test_flat_metrics_are_the_logged_tags():
         "test/seq_accuracy": 0.5,
         "test_long/loss": 2.0,
     }
+
+
+def test_only_the_process_that_writes_the_run_has_a_session(tmp_path):
+    """Every process of a multi-process run logs; process 0 alone (writes=True) writes files,
+    the HParams session among them."""
+    config = {"seed": 3, "train": {"wandb_project": ""}}
+    for writes, run in ((False, tmp_path / "other"), (True, tmp_path / "zero")):
+        run.mkdir()
+        with MetricsLogger(run, total_steps=2, writes=writes, config=config) as logger:
+            logger.write(2, "test", {"loss": 0.5})
+            logger.write_summary(
+                RunSummary(status="finished", step=2, metrics={"test": {"loss": 0.5}})
+            )
+    assert list((tmp_path / "other").iterdir()) == []
+    start = hparams_lib.read_session_start(tmp_path / "zero")
+    assert {k: json_format.MessageToDict(v) for k, v in start.hparams.items()} == {"seed": 3}
+    assert len(hparams_lib.session_files(tmp_path / "zero")) == 1

@@ -2,6 +2,7 @@
 defaults (the ConfigDict of every config file is made from this dataclass)."""
 
 import dataclasses
+import importlib.util
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -115,6 +116,11 @@ class TrainConfig:
         if not isinstance(self.wandb_project, str):
             raise ValueError(
                 f"train.wandb_project={self.wandb_project!r} must be a W&B project name or '' (off)"
+            )
+        if self.wandb_project and importlib.util.find_spec("wandb") is None:
+            raise ValueError(
+                f"train.wandb_project={self.wandb_project!r} needs the wandb package, which is "
+                "not installed: pip install -r requirements-wandb.txt, or set it to '' (off)"
             )
         if not isinstance(self.compilation_cache_dir, str):
             raise ValueError(

@@ -96,9 +96,12 @@ def _isolation_plots(workdir: str, sweep: Sweep, runs) -> list[tuple[str, str]]:
     out = []
     for name, groups in factors.items():
         fname = f"isolation_{_slug(name)}.png"
-        title = f"{sweep.select_on} vs {key}, one line per variant (colour: {name})"
-        y_label = f"{sweep.select_on} (mean over seeds, best over other nuisance values)"
-        if plots.plot_isolation(curves, groups, key, y_label, title, os.path.join(workdir, fname)):
+        title = (
+            f"{sweep.select_on} vs {key}, one line per variant (colour: {name})\n"
+            "mean over seeds, at each value the best over the other nuisance values"
+        )
+        path = os.path.join(workdir, fname)
+        if plots.plot_isolation(curves, groups, key, sweep.select_on, title, path):
             out.append((f"Isolation plot of {name}: {sweep.select_on} against {key}", fname))
         else:
             _remove_stale(workdir, fname)

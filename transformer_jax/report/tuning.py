@@ -253,6 +253,8 @@ def section(
     changed = 0
     for title, c in comparisons(sweep, tuned_rows, confidence):
         u = before.get((title, c.label, c.held_fixed))
+        if c.diff.n == 0 and (u is None or u.diff.n == 0):
+            continue  # Cells without finished runs on either side: nothing to compare yet.
         old = verdict(u, confidence) if u else ""
         new = verdict(c, confidence)
         if not old or not new:

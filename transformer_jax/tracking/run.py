@@ -2,9 +2,9 @@
 
 The metrics logger (train/logger.py) drives it, in the process that writes the run directory
 (process 0 of a multi-process run), for a solo run and for each seed of a seed group alike:
-`log` with every metrics line (the first one also opens the HParams session and, with
-train.wandb_project, the W&B run), `end` when summary.json is written, `close` at the end of the
-process.
+`start` when the logger opens, before anything compiles (the HParams session and, with
+train.wandb_project, the W&B run: a W&B that cannot start stops the run then), `log` with every
+metrics line, `end` when summary.json is written, `close` at the end of the process.
 
 A run's hparams: its seed, plus what the sweep that launched it wrote to hparams.json (variant,
 cell factors, overridden fields; sweep/hparams.py). A resumed run keeps its session's start time.
@@ -30,12 +30,14 @@ _EXIT_CODES = {"finished": 0, "diverged": DIVERGED_EXIT_CODE, "stopped": STOPPED
 
 def run_names(workdir: str | os.PathLike, sweep_run: Mapping[str, Any]) -> tuple[str, str | None]:
     """(name, group) of a run for W&B: a sweep's run is <variant>/seed_<s> in the group
-    <sweep>/<variant>; a seed of a seed group (WORKDIR/seed_<s>) <WORKDIR>/seed_<s> in the group
-    <WORKDIR>; any other run its directory's name, in no group."""
+    <sweep>/<variant> (with nuisance, <variant>/<setting>/seed_<s> in <sweep>/<variant>/<setting>);
+    a seed of a seed group (WORKDIR/seed_<s>) <WORKDIR>/seed_<s> in the group <WORKDIR>; any other
+    run its directory's name, in no group."""
     workdir = os.path.abspath(os.fspath(workdir))
     parent, base = os.path.split(workdir)
-    variant = sweep_run.get("hparams", {}).get("variant")
-    if variant is not None:
+    hparams = sweep_run.get("hparams", {})
+    if "variant" in hparams:
+        variant = "/".join(str(hparams[k]) for k in ("variant", "setting") if k in hparams)
         return f"{variant}/{base}", f"{sweep_run.get('sweep', '')}/{variant}"
     parent_name = os.path.basename(parent)
     seed = base.removeprefix("seed_")
@@ -56,11 +58,9 @@ class RunTracking:
         self.hparams = {**self.sweep_run.get("hparams", {}), "seed": config.get("seed")}
         self.project = config.get("train", {}).get("wandb_project", "")
         self._start_time: float | None = None
-        self._started = False
         self._wandb = None
 
-    def _start(self) -> None:
-        self._started = True
+    def start(self) -> None:
         # A resumed run: still one session, started when the run first did.
         previous = hparams_lib.read_session_start(self.workdir)
         self._start_time = previous.start_time_secs if previous is not None else time.time()
@@ -84,16 +84,12 @@ class RunTracking:
         hparams_lib.write_session(self.workdir, self.hparams, start_time=self._start_time, **end)
 
     def log(self, step: int, split: str, values: Mapping[str, float]) -> None:
-        if not self._started:
-            self._start()
         if self._wandb is not None:
             self._wandb.log(step, split, values)
 
     def end(self, summary: RunSummary) -> None:
         """The run ended (summary.json was just written): the session gets its status and final
         metrics, the W&B run its summary, and ends."""
-        if not self._started:
-            self._start()  # Resumed at its end: nothing was logged.
         self._write_session(
             status=summary.status,
             step=summary.step,

@@ -44,7 +44,17 @@ class WandbRun:
             run_id = secrets.token_hex(4)  # W&B's form: 8 lower-case letters or digits
             write_json(path, {"id": run_id, "project": project})
         self.id = run_id
-        self._run = wandb.init(
+        try:
+            self._run = self._init(workdir, project, run_id, config, name, group, tags)
+        except wandb.errors.Error as error:
+            raise ValueError(
+                f"train.wandb_project={project!r}: W&B could not start ({error}); log in with "
+                "`wandb login`, or log offline with WANDB_MODE=offline"
+            ) from error
+
+    @staticmethod
+    def _init(workdir, project, run_id, config, name, group, tags):
+        return wandb.init(
             project=project,
             id=run_id,
             resume="allow",

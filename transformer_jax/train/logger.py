@@ -113,6 +113,8 @@ class MetricsLogger:
         self._last_console = -math.inf
         self._line_open = False  # a \r progress line is on screen without a newline
         self._tracking = RunTracking(self.workdir, config) if writes and config else None
+        if self._tracking is not None:
+            self._tracking.start()
 
     def truncate_after(self, step: int) -> int:
         """Drops metrics.jsonl lines with `"step" > step` (and unparsable partial lines).
