@@ -17,6 +17,9 @@ CASES = [
     ("encoder_decoder", "learned", "randomized", True),
     ("decoder_only", "rotary", "randomized", False),
     ("decoder_only", "alibi", "randomized", False),
+    ("encoder_decoder", "sinusoidal", "step_offset", True),
+    ("encoder_decoder", "learned", "batch_randomized", False),
+    ("decoder_only", "rotary", "batch_randomized", False),
 ]
 
 

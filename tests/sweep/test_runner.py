@@ -12,6 +12,7 @@ from ml_collections import config_flags
 from ml_collections.config_flags import config_path
 from sweep_fixtures import calls, run_demo, valid_kwargs
 
+from transformer_jax import commands
 from transformer_jax.sweep import Sweep, format_override, runner
 from transformer_jax.tracking import hparams as tracking_hparams
 
@@ -131,6 +132,23 @@ def test_a_command_recorded_relative_to_the_repository_matches_its_rerun(project
     command_file.write_text(command_file.read_text().replace("--config.seed=1", "--config.seed=2"))
     with pytest.raises(ValueError, match="made by a different command"):
         run_demo(workdir, variants=["base"], seeds=[1])
+
+
+def test_a_sweep_run_in_the_repository_records_paths_relative_to_it(project, monkeypatch):
+    """command.txt, run.log and sweep.json of a sweep launched from the repository name no
+    directory of the machine, and a rerun still recognises its runs as its own."""
+    monkeypatch.setattr(commands, "REPOSITORY", str(project))
+    workdir = project / "out"
+    assert run_demo(workdir, variants=["base"], seeds=[0, 1]) == {"finished": 2}
+    for seed in (0, 1):
+        run = workdir / "base" / f"seed_{seed}"
+        headers = [line for line in (run / "run.log").read_text().splitlines() if "=====" in line]
+        assert headers and not any(str(project) in line for line in headers)
+        assert str(project) not in (run / "command.txt").read_text()
+        assert f"--workdir=out/base/seed_{seed}" in (run / "command.txt").read_text()
+    assert json.loads((workdir / "sweep.json").read_text())["cwd"] == "."
+    assert run_demo(workdir, variants=["base"], seeds=[0, 1]) == {"finished": 2}
+    assert calls(workdir, "base", 0) == 1
 
 
 def _results(workdir):

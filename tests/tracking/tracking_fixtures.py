@@ -75,7 +75,7 @@ def train_tiny_sweep(project: Path, workdir: Path, wandb_project: str = "") -> N
         )
         sweep_dir.update_sweep_json(
             workdir,
-            runner.resolved_sweep(sweep, config_spec),
+            runner.resolved_sweep(sweep),
             "experiments/tiny.py",
             config_spec,
             False,

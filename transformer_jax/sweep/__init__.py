@@ -4,6 +4,7 @@
 
 Modules:
   factors   Factor and SplitFactor: a sweep's variants as the cells of a grid of factors.
+  nuisance  nuisance factors (learning rate, warmup): tuned per variant, chosen on validation.
   spec      the Sweep definition a sweep file returns; loading it and checking its overrides.
   launcher  one run as a subprocess: command.txt, run.log, CPU pinning, the workdir lock and
             failure.json.

@@ -113,7 +113,7 @@ def _main(argv: Sequence[str]) -> int:
             stored = read_sweep_json(workdir)
             update_sweep_json(
                 workdir,
-                resolved_sweep(load_sweep(f.sweep), stored["config_spec"]),
+                resolved_sweep(load_sweep(f.sweep)),
                 f.sweep,
                 stored["config_spec"],
                 stored.get("quick", False),

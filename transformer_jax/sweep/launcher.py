@@ -14,7 +14,6 @@ import dataclasses
 import datetime
 import json
 import os
-import shlex
 import shutil
 import signal
 import socket
@@ -28,6 +27,7 @@ from typing import Any
 from absl import logging
 
 from transformer_jax import sweep_dir
+from transformer_jax.commands import recorded_shell_command
 from transformer_jax.run_dir import (
     COMMAND_FILE,
     DIVERGED_EXIT_CODE,
@@ -211,8 +211,7 @@ class Launch:
         if gpus is not None:
             variables["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         env = {**os.environ, **variables}
-        prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in variables.items())
-        self.command_line = f"cd {shlex.quote(cwd)} && {prefix}{shlex.join(spec.argv)}"
+        self.command_line = recorded_shell_command(spec.argv, cwd, variables)
         for run in spec.runs:
             os.makedirs(run.path, exist_ok=True)
             with open(os.path.join(run.path, COMMAND_FILE), "w") as f:
@@ -224,7 +223,7 @@ class Launch:
                     # itself, and it is what check_commands compares.
                     f.write(f"# trained in the seed group {spec.name} by:\n")
                     f.write(f"# {self.command_line}\n")
-                    f.write(f"cd {shlex.quote(cwd)} && {prefix}{shlex.join(run.argv)}\n")
+                    f.write(recorded_shell_command(run.argv, cwd, variables) + "\n")
                 else:
                     f.write(self.command_line + "\n")
             if run.hparams:

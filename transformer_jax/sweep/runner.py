@@ -241,19 +241,19 @@ def plan_checked(
     config_arg = ",".join(a for a in (sweep.config_arg, QUICK_ARG if quick else "") if a)
     config_spec = f"{sweep.config}:{config_arg}" if config_arg else sweep.config
     check_overrides(sweep, config_arg)
-    with_nuisance_default(sweep, config_arg)  # The default must be in the grid.
-    # Absolute run directories: the trainer's checkpointer needs them, and command.txt then
-    # works from any directory.
+    with_nuisance_default(sweep)  # The default must be in the grid.
+    # Absolute run directories: the trainer's checkpointer needs them (command.txt records them
+    # relative to the repository when launched from it: commands.recorded_shell_command).
     workdir = os.path.abspath(workdir)
     specs = plan(sweep, workdir, config_spec, variants, seeds, main_module)
     check_commands(specs)
     return workdir, config_spec, specs
 
 
-def resolved_sweep(sweep: Sweep, config_spec: str) -> dict[str, Any]:
+def resolved_sweep(sweep: Sweep) -> dict[str, Any]:
     """The sweep as sweep.json records it, with the base config's nuisance values: the untuned
     setting the report compares with."""
-    return with_nuisance_default(sweep, config_spec.partition(":")[2]).to_dict()
+    return with_nuisance_default(sweep).to_dict()
 
 
 @contextlib.contextmanager
@@ -280,7 +280,7 @@ def locked_sweep(
     with launcher.WorkdirLock(workdir):
         sweep_dir.update_sweep_json(
             workdir,
-            resolved_sweep(sweep, config_spec),
+            resolved_sweep(sweep),
             sweep_file,
             config_spec,
             quick,

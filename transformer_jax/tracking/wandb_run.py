@@ -45,30 +45,26 @@ class WandbRun:
             write_json(path, {"id": run_id, "project": project})
         self.id = run_id
         try:
-            self._run = self._init(workdir, project, run_id, config, name, group, tags)
+            self._run = wandb.init(
+                project=project,
+                id=run_id,
+                resume="allow",
+                dir=workdir,
+                config=dict(config),
+                name=name,
+                group=group,
+                tags=list(tags),
+                # A seed group trains several runs in one process, each its own W&B run.
+                reinit="create_new",
+                # The run's config may change on a resume (train.steps, learning_rate).
+                allow_val_change=True,
+                settings=wandb.Settings(console="off", x_disable_stats=True),
+            )
         except wandb.errors.Error as error:
             raise ValueError(
                 f"train.wandb_project={project!r}: W&B could not start ({error}); log in with "
                 "`wandb login`, or log offline with WANDB_MODE=offline"
             ) from error
-
-    @staticmethod
-    def _init(workdir, project, run_id, config, name, group, tags):
-        return wandb.init(
-            project=project,
-            id=run_id,
-            resume="allow",
-            dir=workdir,
-            config=dict(config),
-            name=name,
-            group=group,
-            tags=list(tags),
-            # A seed group trains several runs in one process, each its own W&B run.
-            reinit="create_new",
-            # The run's config may change on a resume (train.steps, learning_rate).
-            allow_val_change=True,
-            settings=wandb.Settings(console="off", x_disable_stats=True),
-        )
 
     def log(self, step: int, split: str, values: Mapping[str, float]) -> None:
         self._run.log({f"{split}/{name}": value for name, value in values.items()}, step=step)
