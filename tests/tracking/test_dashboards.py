@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from tracking_fixtures import TensorBoard, make_project, train_tiny_sweep
 
-from transformer_jax.report.report import RUNS_CSV, SWEEP_FILE, write_report
+from transformer_jax.report.report import RUNS_CSV, write_report
 from transformer_jax.run_dir import HPARAMS_FILE, WANDB_FILE, read_json
+from transformer_jax.sweep_dir import SWEEP_FILE
 from transformer_jax.tracking import hparams as hparams_lib
 
 VARIANTS, SEEDS = ("full", "half"), (0, 1)

@@ -6,7 +6,7 @@ import importlib.util
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from transformer_jax.config import fields as F
+from transformer_jax import fields as F
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("rsqrt", "cosine", "constant")

@@ -22,8 +22,8 @@ import jax
 import ml_collections
 
 from transformer_jax import data, run_dir
+from transformer_jax import fields as F
 from transformer_jax.config import ModelConfig, TrainConfig
-from transformer_jax.config import fields as F
 from transformer_jax.defaults import FROM_DATA
 from transformer_jax.models import FAMILIES, build_model
 from transformer_jax.train import evaluators
