@@ -5,10 +5,10 @@ import errno
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from orbax.checkpoint._src.handlers import json_checkpoint_handler
@@ -142,53 +142,72 @@ def test_a_full_disk_fails_the_run_at_the_failed_save_in_one_line(
     assert load_run(str(workdir)).state.step == 5
 
 
-def _slow_steps(monkeypatch, signal_at: int) -> list[int]:
-    """Each train step's device work ends in a 50 ms host callback, far more than the loop's
-    host work per step; when the device runs step `signal_at` the callback sends SIGTERM. Returns
-    the list the signalled step is appended to."""
+def _slow_steps(monkeypatch, signal_at: int) -> dict:
+    """Each train step carries ~0.1 s of extra device work, far more than the loop's host work
+    per step, so an unbounded loop would dispatch far ahead of the device. SIGTERM arrives as
+    the loop dispatches step `signal_at`; the returned dict then holds "finished", how many
+    steps the device had finished at that moment."""
+    from transformer_jax.train import parallel, seed_group
     from transformer_jax.train import step as steps
 
     make_train_step = steps.make_train_step
-    signalled = []
-
-    def on_device(step):
-        time.sleep(0.05)
-        if int(step) == signal_at and not signalled:
-            signalled.append(int(step))
-            os.kill(os.getpid(), signal.SIGTERM)
+    seen = {}
 
     def slow_train_step(*args, **kwargs):
         train_step = make_train_step(*args, **kwargs)
 
         def step(state, batch, **step_kwargs):
             state, metrics = train_step(state, batch, **step_kwargs)
-            jax.debug.callback(on_device, state.step)
+            x = jnp.full((192, 192), 1e-3) * metrics["loss"]
+            x = jax.lax.fori_loop(0, 100, lambda i, x: jnp.tanh(x @ x), x)
+            return state, {**metrics, "loss": metrics["loss"] + 0.0 * x[0, 0]}
+
+        return step
+
+    def signalling(compiled):
+        dispatched = []  # each step's device metrics
+
+        def step(state, batch):
+            if len(dispatched) + 1 == signal_at:
+                ready = [jax.tree.leaves(m)[0].is_ready() for m in dispatched]
+                seen["finished"] = ready.index(False) if False in ready else len(ready)
+                signal.raise_signal(signal.SIGTERM)  # handled before the next statement
+            state, metrics = compiled(state, batch)
+            dispatched.append(metrics)
             return state, metrics
 
         return step
 
+    compile_train = parallel.Parallel.compile_train
+    compile_group_train = seed_group.compile_group_train
     monkeypatch.setattr(steps, "make_train_step", slow_train_step)
-    return signalled
+    monkeypatch.setattr(
+        parallel.Parallel,
+        "compile_train",
+        lambda self, *args: signalling(compile_train(self, *args)),
+    )
+    monkeypatch.setattr(
+        seed_group, "compile_group_train", lambda *args: signalling(compile_group_train(*args))
+    )
+    return seen
 
 
 @pytest.mark.parametrize("seeds", [None, (0, 3)], ids=["solo", "seed_group"])
 def test_a_signal_is_honoured_within_the_steps_in_flight(tmp_path, data_dir, monkeypatch, seeds):
-    """Slow device steps and one logging step at the end (log_every 1000): without a bound the
-    loop would queue every step before its first wait, and the signal would be seen only after
-    all of them. The loop stays MAX_STEPS_AHEAD steps ahead of the device, so the stop's
-    checkpoint is at most MAX_STEPS_AHEAD + 1 steps after the step the device was running when
-    the signal came, whatever the machine's speed."""
+    """Slow device steps and one logging step at the end (log_every 1000): an unbounded loop
+    would queue every step before its first wait, and the stop's save would wait for all of
+    them. The loop stays MAX_STEPS_AHEAD steps ahead of the device, so the stop's checkpoint is
+    at most MAX_STEPS_AHEAD + 1 steps after the last step the device had finished when the
+    signal came, whatever the machine's speed."""
     config = _config(data_dir, steps=40, log_every=1000, eval_every=1000, checkpoint_every=1000)
-    signalled = _slow_steps(monkeypatch, signal_at=8)
+    seen = _slow_steps(monkeypatch, signal_at=12)
     if seeds is None:
         summaries = [train_and_evaluate(config, str(tmp_path / "run"))]
         workdirs = [tmp_path / "run"]
     else:
         summaries = train_seed_group(config, str(tmp_path / "group"), seeds)
         workdirs = [tmp_path / "group" / f"seed_{seed}" for seed in seeds]
-    assert signalled == [8]
     for summary, workdir in zip(summaries, workdirs, strict=True):
-        assert summary.status == "stopped"
-        saved = [int(p.name) for p in (workdir / "checkpoints").iterdir()]
-        assert saved == [summary.step]
-        assert 8 <= summary.step <= 8 + MAX_STEPS_AHEAD + 1
+        assert summary.status == "stopped" and summary.step == 12
+        assert [p.name for p in (workdir / "checkpoints").iterdir()] == ["12"]
+    assert 12 - seen["finished"] <= MAX_STEPS_AHEAD + 1
