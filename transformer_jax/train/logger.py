@@ -204,16 +204,37 @@ class MetricsLogger:
         self._stream.flush()
 
     def _close_file(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        file, self._file = self._file, None
+        if file is not None:
+            file.close()
+
+    def _close_writer(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        file_writers = list((writer.all_writers or {}).values())
+        try:
+            writer.close()
+        except OSError:
+            # tensorboardX flushes again from an atexit hook of each file writer, which would
+            # fail with a traceback the same way: the events that could not be written are lost
+            # either way, so mark them closed.
+            for file_writer in file_writers:
+                file_writer.event_writer._closed = True
+            raise
 
     def close(self) -> None:
-        """Flushes and closes metrics.jsonl and the TensorBoard writer."""
-        self._close_file()
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        """Flushes and closes metrics.jsonl and the TensorBoard writer, both even if the first
+        fails. A failure to flush (a full disk) is raised, except while another error is on
+        its way out (closing in a `finally`): that one says what went wrong first."""
+        errors = []
+        for close in (self._close_file, self._close_writer):
+            try:
+                close()
+            except OSError as error:
+                errors.append(error)
+        if errors and sys.exc_info()[1] is None:
+            raise errors[0]
         if self._line_open:
             self._stream.write("\n")
             self._stream.flush()

@@ -245,6 +245,7 @@ def train_seed_group(
     # last to first when the group returns or raises: each seed's lock outlives its
     # checkpointer's final wait.
     closing = contextlib.ExitStack()
+    step = 0
     try:
         restored_states = []
         for run, state in zip(runs, initial, strict=True):
@@ -252,7 +253,10 @@ def train_seed_group(
             run.lock = closing.enter_context(contextlib.closing(run_dir.lock_run(run.workdir)))
             run.checkpointer = closing.enter_context(
                 Checkpointer(
-                    run.workdir, every=train_cfg.checkpoint_every, keep=train_cfg.keep_checkpoints
+                    run.workdir,
+                    every=train_cfg.checkpoint_every,
+                    keep=train_cfg.keep_checkpoints,
+                    fallback=train_cfg.restore_fallback,
                 )
             )
             run.logger = closing.enter_context(
@@ -388,5 +392,16 @@ def train_seed_group(
             run_dir.write_summary(run.workdir, run.ended)
         print(breakdown_line(phases.breakdown()), flush=True)
         return [run.ended for run in runs]
+    except OSError as error:  # A save that failed, or another write on the same full disk.
+        causes = [run.checkpointer.failed_save() for run in runs if run.checkpointer]
+        cause = next((c for c in causes if c is not None), error)
+        for run in runs:  # Every seed the group was training ends with it.
+            if run.ended is None and run.checkpointer is not None:
+                run.ended = run.outcome("failed", step, num_params, phases, error=str(cause))
+                with contextlib.suppress(OSError):  # The full disk may not take it either.
+                    run_dir.write_summary(run.workdir, run.ended)
+        if cause is error:
+            raise
+        raise cause from error
     finally:
         closing.close()

@@ -36,7 +36,7 @@ from transformer_jax.models import FAMILIES, build_model
 from transformer_jax.train import multihost
 from transformer_jax.train import step as steps
 from transformer_jax.train.bleu_eval import BleuEvaluator
-from transformer_jax.train.checkpoint import Checkpointer, CheckpointSaveError
+from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.early_stop import EarlyStopping
 from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.numerics import NonFiniteError, check_finite
@@ -365,7 +365,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
     # Held until this function returns (or the process dies).
     lock = run_dir.lock_run(workdir) if primary else None
     checkpointer = Checkpointer(
-        workdir, every=train_cfg.checkpoint_every, keep=train_cfg.keep_checkpoints
+        workdir,
+        every=train_cfg.checkpoint_every,
+        keep=train_cfg.keep_checkpoints,
+        fallback=train_cfg.restore_fallback,
+        primary=primary,
     )
     logger = MetricsLogger(workdir, total_steps=train_cfg.steps, writes=primary)
     # The placed state's shardings are the restore target, so a checkpoint written on any
@@ -508,12 +512,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
         if primary:
             run_dir.write_summary(workdir, outcome("diverged", error.step, error=str(error)))
         raise
-    except CheckpointSaveError as error:
+    except OSError as error:  # CheckpointSaveError, or another write on the same full disk
+        cause = checkpointer.failed_save() or error  # The failed save, if one did, says why.
         # The full disk may not take the summary either; the raised error still says why.
         with contextlib.suppress(OSError):
             if primary:
-                run_dir.write_summary(workdir, outcome("failed", step, error=str(error)))
-        raise
+                run_dir.write_summary(workdir, outcome("failed", step, error=str(cause)))
+        if cause is error:
+            raise
+        raise cause from error
     finally:
         checkpointer.close()
         logger.close()
