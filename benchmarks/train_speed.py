@@ -50,7 +50,7 @@ from benchmarks.timing import (
     typed_configs,
 )
 from transformer_jax.config import ModelConfig, TrainConfig
-from transformer_jax.models.families import FAMILIES
+from transformer_jax.families import FAMILIES
 from transformer_jax.train import host_memory
 from transformer_jax.train import step as steps
 

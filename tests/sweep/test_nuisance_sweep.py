@@ -7,12 +7,13 @@ shifted therefore looks worse than base; tuned, it is better, so the verdict mus
 """
 
 import csv
+import json
 import shutil
 
 import pytest
 
 from transformer_jax.report.report import write_report
-from transformer_jax.sweep import Sweep, run_sweep
+from transformer_jax.sweep import Factor, SplitFactor, Sweep, run_sweep
 
 FAKE_MAIN = """
 import json, math, os, sys
@@ -30,6 +31,7 @@ def train(workdir, seed):
     metrics = {
         "validation": {"loss": 1.0 + miss + 0.01 * seed},
         "test": {"seq_accuracy": 0.8 - 0.1 * miss + offset + 0.01 * seed},
+        "test_long": {"seq_accuracy": 0.4 - 0.1 * miss + 2 * offset + 0.01 * seed},
     }
     summary = {"status": "finished", "step": 10, "metrics": metrics, "num_params": 100,
                "tokens_per_sec": 50.0, "wall_time_s": 0.3, "error": None}
@@ -53,6 +55,8 @@ def get_config(arg=""):
     config.seed = 0
     config.fake = ml_collections.ConfigDict({"best_lr": 1e-3, "offset": 0.0})
     config.train = ml_collections.ConfigDict({"learning_rate": 1e-3, "warmup_steps": 0})
+    if arg == "quick":  # A shrunk run may change a nuisance key's value, as defaults.shrink does.
+        config.train.learning_rate = 5e-4
     return config
 """
 
@@ -105,6 +109,7 @@ def test_two_cells_two_learning_rates_two_seeds(project):
         machine=MACHINE,
     )
     assert counts == {"finished": 8}
+    write_report(str(workdir))
     # Each setting its own directory (and seed group) below its variant's.
     for variant in ("base", "shifted"):
         for lr in ("0.001", "0.01"):
@@ -179,3 +184,44 @@ def test_default_outside_the_grid_is_refused_before_anything_runs(project):
     with pytest.raises(ValueError, match="lacks the base config's value 0.001"):
         run_sweep(sweep, "experiments/tuned.py", str(project / "runs"), main_module="fake_main")
     assert not (project / "runs").exists()
+
+
+def test_a_factorial_sweep_tuned_has_an_isolation_plot_per_factor(project):
+    """Two trained factors and a split factor: every effect's verdict, one plot per factor."""
+    sweep = tuned_sweep(
+        variants={},
+        factors=(
+            Factor("shift", {"no": {}, "yes": {"fake.best_lr": 1e-2, "fake.offset": 0.05}}),
+            Factor("size", {"small": {}, "large": {"fake.offset": 0.0}}),
+            SplitFactor("length", {"seen": "test", "unseen": "test_long"}),
+        ),
+        cells=[{}, {"shift": "yes"}, {"size": "large"}],
+        baseline="",
+        metrics=("test/seq_accuracy", "test_long/seq_accuracy"),
+    )
+    workdir = project / "runs"
+    run_sweep(sweep, "experiments/tuned.py", str(workdir), main_module="fake_main", machine=MACHINE)
+    write_report(str(workdir))
+    text = section(workdir / "report.md", "Tuning")
+    # shift: yes − no changes sign at both lengths, the length interaction keeps its sign
+    # (+0.05 more at unseen lengths, untuned and tuned).
+    changed = [line for line in text.splitlines() if "**changed**" in line]
+    assert len(changed) == 2 and all("shift: yes − no" in line for line in changed)
+    assert any("shift × length" in line and "| kept |" in line for line in text.splitlines())
+    for factor in ("shift", "size"):
+        assert (workdir / f"isolation_{factor}.png").is_file()
+
+
+def test_quick_keeps_the_full_sweeps_default_as_the_untuned_setting(project):
+    workdir = project / "runs"
+    counts = run_sweep(
+        tuned_sweep(),
+        "experiments/tuned.py",
+        str(workdir),
+        main_module="fake_main",
+        machine=MACHINE,
+        quick=True,
+    )
+    assert counts == {"finished": 8}
+    with open(workdir / "sweep.json") as f:
+        assert json.load(f)["nuisance_default"] == {"train.learning_rate": 1e-3}

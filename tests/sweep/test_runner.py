@@ -7,11 +7,14 @@ import sys
 
 import pytest
 from absl import flags
+from google.protobuf import json_format
 from ml_collections import config_flags
 from ml_collections.config_flags import config_path
 from sweep_fixtures import calls, run_demo, valid_kwargs
 
+from transformer_jax import commands
 from transformer_jax.sweep import Sweep, format_override, runner
+from transformer_jax.tracking import hparams as tracking_hparams
 
 
 def test_overrides_parse_back_exactly_through_config_flags(project, monkeypatch):
@@ -110,6 +113,44 @@ def test_selection_and_changed_command(project):
         run_demo(workdir, parallel=0)
 
 
+def test_a_command_recorded_relative_to_the_repository_matches_its_rerun(project):
+    """A committed command.txt names its run directory relative to the repository and its
+    interpreter as `python`; rerunning the sweep from there accepts it as the same command,
+    and refuses it once it differs."""
+    workdir = project / "out"
+    assert run_demo(workdir, variants=["base"], seeds=[1]) == {"finished": 1}
+    command_file = workdir / "base" / "seed_1" / "command.txt"
+    lines = command_file.read_text().splitlines()
+    argv = lines[-1].split(" && ", 1)[1].split()
+    argv = [arg for arg in argv if "=" not in arg or arg.startswith("-")]  # no VAR=value
+    relative = [
+        f"--workdir={os.path.relpath(a[10:])}" if a.startswith("--workdir=") else a for a in argv
+    ]
+    assert relative != argv and not os.path.isabs(relative[-2].partition("=")[2])
+    command_file.write_text("\n".join([*lines[:-1], " ".join(["python", *relative[1:]])]) + "\n")
+    assert run_demo(workdir, variants=["base"], seeds=[1]) == {"finished": 1}
+    command_file.write_text(command_file.read_text().replace("--config.seed=1", "--config.seed=2"))
+    with pytest.raises(ValueError, match="made by a different command"):
+        run_demo(workdir, variants=["base"], seeds=[1])
+
+
+def test_a_sweep_run_in_the_repository_records_paths_relative_to_it(project, monkeypatch):
+    """command.txt, run.log and sweep.json of a sweep launched from the repository name no
+    directory of the machine, and a rerun still recognises its runs as its own."""
+    monkeypatch.setattr(commands, "REPOSITORY", str(project))
+    workdir = project / "out"
+    assert run_demo(workdir, variants=["base"], seeds=[0, 1]) == {"finished": 2}
+    for seed in (0, 1):
+        run = workdir / "base" / f"seed_{seed}"
+        headers = [line for line in (run / "run.log").read_text().splitlines() if "=====" in line]
+        assert headers and not any(str(project) in line for line in headers)
+        assert str(project) not in (run / "command.txt").read_text()
+        assert f"--workdir=out/base/seed_{seed}" in (run / "command.txt").read_text()
+    assert json.loads((workdir / "sweep.json").read_text())["cwd"] == "."
+    assert run_demo(workdir, variants=["base"], seeds=[0, 1]) == {"finished": 2}
+    assert calls(workdir, "base", 0) == 1
+
+
 def _results(workdir):
     with open(workdir / "results.csv") as f:
         return list(csv.DictReader(f))
@@ -145,6 +186,27 @@ def test_seed_groups_train_each_variant_in_one_process(project):
     # A rerun resumes as separate runs do: only the failed seeds start again (as one group).
     assert run_demo(grouped, variants=variants)["diverged"] == 2
     assert calls(grouped, "base", 0) == 1 and calls(grouped, "flaky", 0) == 2
+
+
+def test_each_run_gets_its_hparams_before_it_starts(project):
+    """hparams.json of every launched run (read by its HParams session and W&B run): variant,
+    seed and every overridden field, the base config's value where a variant keeps it; the
+    report's HParams session of each ended run has them too."""
+    run_demo(project / "out", variants=["base", "better", "unstable"], seeds=[1])
+    for variant, offset in (("base", 0.0), ("better", 0.1), ("unstable", 0.0)):
+        run = project / "out" / variant / "seed_1"
+        mode = "diverge" if variant == "unstable" else "ok"
+        expected = {
+            "variant": variant,
+            "seed": 1,
+            "fake.offset": offset,
+            "fake.mode": mode,
+        }
+        stored = json.loads((run / "hparams.json").read_text())
+        assert stored == {"sweep": "out", "hparams": expected}
+        start = tracking_hparams.read_session_start(run)
+        assert {k: json_format.MessageToDict(v) for k, v in start.hparams.items()} == expected
+    assert not (project / "out" / "flaky").exists()
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ from train_fixtures import dotted, read_metrics, tiny_config
 
 from transformer_jax import defaults, run_dir
 from transformer_jax.config import TrainConfig
+from transformer_jax.report.report import write_report
 from transformer_jax.sweep import Sweep, run_sweep
 from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.logger import MetricsLogger
@@ -294,6 +295,7 @@ def test_a_sweep_trains_each_variant_as_one_seed_group(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     counts = run_sweep(sweep, "inline", str(tmp_path / "sweep"), machine={"platform": "cpu"})
     assert counts == {"finished": 4}
+    write_report(str(tmp_path / "sweep"))
     for variant in ("base", "no_scale"):
         for seed in SEEDS:
             run = tmp_path / "sweep" / variant / f"seed_{seed}"

@@ -2,10 +2,11 @@
 defaults (the ConfigDict of every config file is made from this dataclass)."""
 
 import dataclasses
+import importlib.util
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from transformer_jax.config import fields as F
+from transformer_jax import fields as F
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("rsqrt", "cosine", "constant")
@@ -75,6 +76,10 @@ class TrainConfig:
     early_stop_patience: int = 5  # evaluations
     early_stop_min_delta: float = 0.0
     early_stop_min_steps: int = 0  # never stop before this step
+    # Weights & Biases project to log the run to ("" = off; wandb is then never imported): one
+    # W&B run per training run (transformer_jax/tracking/wandb_run.py); WANDB_MODE=offline
+    # logs without network or account.
+    wandb_project: str = ""
 
     def __post_init__(self):
         for name in ("steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
@@ -111,6 +116,15 @@ class TrainConfig:
             raise ValueError(
                 f"train.generate_eval_splits={splits!r} must be a tuple of eval split names, "
                 "e.g. ('test',), or () for every split"
+            )
+        if not isinstance(self.wandb_project, str):
+            raise ValueError(
+                f"train.wandb_project={self.wandb_project!r} must be a W&B project name or '' (off)"
+            )
+        if self.wandb_project and importlib.util.find_spec("wandb") is None:
+            raise ValueError(
+                f"train.wandb_project={self.wandb_project!r} needs the wandb package, which is "
+                "not installed: pip install -r requirements-wandb.txt, or set it to '' (off)"
             )
         if not isinstance(self.compilation_cache_dir, str):
             raise ValueError(

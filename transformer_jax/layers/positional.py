@@ -4,11 +4,13 @@ Each encoding is one registered class (`ENCODINGS`, keyed by `model.positional.k
 declares what it does through hooks, every one a no-op by default:
   embed        add a signal to the token embeddings (sinusoidal, learned, index);
   rotate       rotate queries and keys inside self-attention (rotary);
-  logit_bias   bias the attention logits by distance (alibi);
+  logit_bias   bias the attention logits by position (alibi), given the stack as a module
+               that can hold parameters (a learned relative bias);
   grid_signal  the additive signal of a ViT's 2-D patch grid (learned, sinusoidal), or None to
                use the 1-D hooks on the row-major patch index;
   limited_to_table  positions must stay below model.positional.max_len (table lookups);
-  check        reject model configs the encoding cannot serve (rotary: an odd head dimension);
+  check        reject model configs the encoding cannot serve (rotary: an odd head dimension;
+               sinusoidal on a ViT grid: an odd d_model);
   train_positions  the `model.positional.train_positions` that change what it sees.
 `none` leaves the model blind to order (NTHU slide 21, the "Amy" example). A new encoding is a
 new subclass registered here, plus its tests; the stacks, the ViT and decoding call the hooks.
@@ -22,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_jax.config.model import PositionalConfig
+from transformer_jax import fields as F
 from transformer_jax.registry import Registry
 
 
@@ -87,15 +89,35 @@ def alibi_bias(
     return -slopes_N[None, :, None, None] * distance_BTS[:, None, :, :]
 
 
-TRAIN_POSITIONS = ("plain", "offset", "batch_offset", "randomized")
-EVAL_POSITIONS = ("plain", "randomized")
+# step_offset equals batch_offset in a stack of distinct layers; a Universal Transformer draws
+# it again at every recurrent step (see `step_offsets`).
+EVAL_POSITIONS = ("plain", "batch_offset", "step_offset", "randomized", "batch_randomized")
+TRAIN_POSITIONS = ("plain", "offset", *EVAL_POSITIONS[1:])
+
+
+def batch_offset_bound(length: int, max_len: int) -> int:
+    """One past the largest batch offset: tensor2tensor's [0, T) for a batch T tokens long,
+    cut to [0, max_len - T] where the table is shorter than 2 T - 1."""
+    return min(length, max_len - length + 1)
+
+
+def step_offsets(key: jnp.ndarray, num_steps: int, length: int, max_len: int) -> jnp.ndarray:
+    """(num_steps,) int32 offsets, step u's from fold_in(key, u), each uniform in
+    [0, batch_offset_bound): tensor2tensor draws `tf.random_uniform([], maxval=length)` inside
+    every recurrent step of the Universal Transformer (universal_transformer_util.py, in
+    add_position_timing_signal, called from step_preprocess). Step 0's offset is the
+    batch_offset positions drawn from fold_in(key, 0)."""
+    bound = batch_offset_bound(length, max_len)
+    return jnp.stack(
+        [jax.random.randint(jax.random.fold_in(key, u), (), 0, bound) for u in range(num_steps)]
+    )
 
 
 def training_positions(
     scheme: str, key: jnp.ndarray, valid_BT: jnp.ndarray, max_len: int
 ) -> jnp.ndarray:
-    """Positions (B, T) int32 for one training batch whose real tokens are `valid_BT`'s leading
-    True entries; every position lies in [0, max_len), and a row's real tokens get strictly
+    """Positions (B, T) int32 for one batch whose real tokens are `valid_BT`'s leading True
+    entries; every position lies in [0, max_len), and a row's real tokens get strictly
     increasing positions, so position-built causal masks stay correct.
 
     offset: row b's positions are o_b, o_b + 1, ... with o_b uniform in [0, max_len - n_b]
@@ -105,9 +127,16 @@ def training_positions(
       uniform in [0, T), T the batch's padded length (in [0, max_len - T] where the table is
       shorter than 2 T). Training reaches positions up to about twice the training length, not
       the whole table, and the task stays nearly as easy to learn as with plain positions.
+    step_offset: batch_offset drawn from fold_in(key, 0); a Universal Transformer redraws it at
+      every recurrent step (`step_offsets`), as tensor2tensor does.
     randomized: row b's real tokens get n_b positions drawn uniformly without replacement
-      from [0, max_len) and sorted (Ruoss et al. 2023, §3); drawn for the real length, not the
-      padded one, so that long rows and short rows alike reach the end of the range.
+      from [0, max_len) and sorted; drawn per row and for the real length, not the padded one,
+      so that long rows and short rows alike reach the end of the range.
+    batch_randomized: Ruoss et al. (2023)'s code (models/positional_encodings.py,
+      noisy_fixed_positional_encodings: `jrandom.choice(rng, jnp.arange(noise_max_length),
+      shape=(sequence_length,), replace=False)` then `jnp.sort`): ONE sorted subset of T
+      positions per batch, T its padded length, shared by every row (a row of n_b real tokens
+      reads the first n_b).
     Padding gets distinct unused positions (offset: clipped to max_len - 1); attention masks
     it out.
     """
@@ -122,9 +151,14 @@ def training_positions(
         offset_B1 = jax.random.randint(key, (batch, 1), 0, max_len - n_B1 + 1)
         steps_1T = jnp.arange(length, dtype=jnp.int32)[None, :]
         return jnp.minimum(offset_B1 + steps_1T, max_len - 1)
-    if scheme == "batch_offset":
-        offset = jax.random.randint(key, (), 0, min(length, max_len - length + 1))
+    if scheme in ("batch_offset", "step_offset"):
+        if scheme == "step_offset":
+            key = jax.random.fold_in(key, 0)
+        offset = jax.random.randint(key, (), 0, batch_offset_bound(length, max_len))
         return jnp.broadcast_to(offset + jnp.arange(length, dtype=jnp.int32), (batch, length))
+    if scheme == "batch_randomized":
+        subset_T = jax.random.choice(key, max_len, shape=(length,), replace=False)
+        return jnp.broadcast_to(jnp.sort(subset_T).astype(jnp.int32), (batch, length))
     if scheme == "randomized":
         # The n_b slots of lowest random score are chosen; sorting chosen-first, then by slot,
         # lists them in increasing order, followed by the unchosen ones.
@@ -134,6 +168,57 @@ def training_positions(
         order_BL = jnp.argsort(jnp.where(rank_BL < n_B1, 0, max_len) + slots_1L, axis=1)
         return order_BL[:, :length].astype(jnp.int32)
     raise ValueError(f"model.positional.train_positions={scheme!r}; valid: {TRAIN_POSITIONS}")
+
+
+@dataclasses.dataclass(frozen=True)
+class PositionalConfig:
+    """Where tokens sit: `kind` names an entry of ENCODINGS below."""
+
+    PREFIX: ClassVar[str] = "model.positional"
+
+    kind: str = "sinusoidal"  # sinusoidal | learned | rotary | alibi | none | index
+    base: float = 10000.0  # wavelength base of the sinusoidal table and of rotary angles
+    max_len: int = 256  # longest sequence, in tokens; sizes position tables
+    # Positions during training (evaluation: eval_positions below): plain; offset,
+    # each sequence starts at a random offset, covering the whole table; batch_offset, one
+    # random offset per batch below its length (tensor2tensor's position_start_index="random");
+    # step_offset, the same drawn again at every recurrent step of a Universal Transformer (as
+    # tensor2tensor does; batch_offset elsewhere); randomized, an ordered random subset of
+    # 0 .. max_len - 1 per sequence; batch_randomized, one such subset per batch (Ruoss et al.
+    # 2023's code). Each lets training reach the positions of longer test inputs. See
+    # training_positions.
+    train_positions: str = "plain"
+    # Positions at evaluation: plain (0, 1, 2, ...), or drawn by one of the random schemes
+    # above: tensor2tensor draws its offsets at evaluation too, and Ruoss et al. 2023's code its
+    # subsets (a model trained on sorted random subsets of 0 .. max_len - 1 has never seen
+    # consecutive positions). Drawn from the "positions" rng the caller passes (evaluation
+    # passes a fresh key per batch: train.step.eval_step), else from a fixed key; cached
+    # decoding reads the cache index (plain).
+    eval_positions: str = "plain"
+
+    def __post_init__(self):
+        F.check_choice(f"{self.PREFIX}.kind", self.kind, ENCODINGS.names())
+        F.check_float(f"{self.PREFIX}.base", self.base, above=1.0)
+        F.check_int(f"{self.PREFIX}.max_len", self.max_len, 1)
+        F.check_choice(f"{self.PREFIX}.train_positions", self.train_positions, TRAIN_POSITIONS)
+        F.check_choice(f"{self.PREFIX}.eval_positions", self.eval_positions, EVAL_POSITIONS)
+        subsets = ("randomized", "batch_randomized")
+        if self.eval_positions in subsets and self.train_positions not in subsets:
+            raise ValueError(
+                f"{self.PREFIX}.eval_positions={self.eval_positions!r} evaluates with random "
+                f"subsets of positions, which only a model trained on them reads, but "
+                f"{self.PREFIX}.train_positions={self.train_positions!r}; valid: "
+                f"eval_positions='plain', or train_positions one of {list(subsets)}"
+            )
+        valid = ENCODINGS[self.kind].train_positions
+        for field in ("train_positions", "eval_positions"):
+            value = getattr(self, field)
+            if value not in valid:
+                raise ValueError(
+                    f"{self.PREFIX}.{field}={value!r} has no effect with "
+                    f"{self.PREFIX}.kind={self.kind!r} (it reads only distances between "
+                    f"positions, or none); valid for {self.kind!r}: {list(valid)}"
+                )
 
 
 ENCODINGS: Registry[type["PositionalEncoding"]] = Registry("model.positional.kind")
@@ -170,9 +255,13 @@ class PositionalEncoding:
         del pos_BT
         return x_BTNH
 
-    def logit_bias(self, q_pos_BT, k_pos_BS, num_heads: int, *, causal: bool):
-        """An additive (B, N, T, S) attention-logit bias, or None."""
-        del q_pos_BT, k_pos_BS, num_heads, causal
+    def logit_bias(
+        self, module: nn.Module, q_pos_BT, k_pos_BS, num_heads: int, *, causal: bool
+    ) -> jnp.ndarray | None:
+        """An additive (B|1, N, T, S) attention-logit bias shared by every layer of a stack, or
+        None. Called once per forward pass from the stack's compact method; `module` (the stack)
+        holds any parameters, as a learned relative bias (T5's buckets) would."""
+        del module, q_pos_BT, k_pos_BS, num_heads, causal
 
     def grid_signal(self, module: nn.Module, grid_size: int, d_model: int, cls_token: bool):
         """A ViT's additive (T, D) signal over its grid_size^2 patches (row-major, after a class
@@ -199,6 +288,13 @@ class Sinusoidal(PositionalEncoding):
 
     limited_to_table: ClassVar[bool] = True
     train_positions: ClassVar[tuple[str, ...]] = TRAIN_POSITIONS
+
+    def check(self, model_config):
+        if model_config.vit is not None and model_config.d_model % 2:
+            raise ValueError(
+                f"model.d_model={model_config.d_model} must be even for a vit with "
+                "model.positional.kind='sinusoidal' (half the features encode rows, half columns)"
+            )
 
     def embed(self, x_BTD, pos_BT):
         table_LD = sinusoidal_table(self.config.max_len, x_BTD.shape[-1], self.config.base)
@@ -270,7 +366,7 @@ class Rotary(PositionalEncoding):
     distances.
     """
 
-    train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized")
+    train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized", "batch_randomized")
 
     def check(self, model_config):
         if model_config.head_dim % 2:
@@ -294,9 +390,10 @@ class ALiBi(PositionalEncoding):
     output reads the last input): accuracy should fall with length.
     """
 
-    train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized")
+    train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized", "batch_randomized")
 
-    def logit_bias(self, q_pos_BT, k_pos_BS, num_heads, *, causal):
+    def logit_bias(self, module, q_pos_BT, k_pos_BS, num_heads, *, causal):
+        del module  # no parameters
         return alibi_bias(q_pos_BT, k_pos_BS, num_heads, causal=causal)
 
 

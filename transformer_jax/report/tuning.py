@@ -25,7 +25,6 @@ import math
 from collections.abc import Mapping, Sequence
 
 from transformer_jax.report import factorial, stats
-from transformer_jax.report.run_dirs import RunRecord
 from transformer_jax.report.summary import VariantSummary
 from transformer_jax.report.tables import (
     HOLM,
@@ -36,6 +35,7 @@ from transformer_jax.report.tables import (
 )
 from transformer_jax.sweep import nuisance as nuisance_lib
 from transformer_jax.sweep.spec import Sweep
+from transformer_jax.sweep_dir import RunRecord
 
 SELECTION_CSV = "selection.csv"
 # The nuisance key on the isolation plots' x axis when the grid has it.
@@ -103,32 +103,9 @@ def _missing(record: RunRecord, variant: str) -> RunRecord:
 def select(sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]) -> Tuning:
     """Chooses every variant's setting from runs (run variant -> records, summary.read_runs).
 
-    Only select_on is read from the runs: the test metrics cannot influence the choice.
+    The choice reads select_on alone: the test metrics cannot influence it.
     """
     chosen, tuned, untuned = {}, {}, {}
-    lacking = [
-        f"{r.variant}/seed_{r.seed}"
-        for records in runs.values()
-        for r in records
-        if r.status == "finished" and r.metric(sweep.select_on) is None
-    ]
-    notes = []
-    if lacking:
-        available = sorted(
-            {
-                f"{s}/{k}"
-                for rs in runs.values()
-                for r in rs
-                for s in r.metrics
-                for k in r.metrics[s]
-            }
-        )
-        notes.append(
-            f"{sweep.select_on} (select_on) is absent from {len(lacking)} finished run(s), e.g. "
-            f"{lacking[0]}, so no setting can be chosen for their variants; available: "
-            f"{', '.join(available) or 'none'} (an algorithmic task needs "
-            "data.num_validation > 0 for a validation split)"
-        )
     for variant in sweep.variants:
         by_setting = {
             s: {r.seed: r for r in runs[nuisance_lib.run_variant(variant, s)]}
@@ -153,7 +130,26 @@ def select(sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]) -> Tuning:
             else _missing(first[seed], variant)
             for seed in sweep.seeds
         )
-    return Tuning(chosen, tuned, untuned, tuple(notes))
+    return Tuning(chosen, tuned, untuned, _absent(sweep, runs))
+
+
+def _absent(sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]) -> tuple[str, ...]:
+    """A note when finished runs lack select_on (their variants' choices stay pending)."""
+    lacking = [
+        r
+        for records in runs.values()
+        for r in records
+        if r.status == "finished" and r.metric(sweep.select_on) is None
+    ]
+    if not lacking:
+        return ()
+    splits = sorted({split for r in lacking for split in r.metrics})
+    return (
+        f"{sweep.select_on} (select_on) is absent from {len(lacking)} finished run(s), e.g. "
+        f"{lacking[0].variant}/seed_{lacking[0].seed}, so their variants have no chosen "
+        f"setting; they report the splits {', '.join(splits) or 'none'} (an algorithmic task "
+        "has a validation split only with data.num_validation > 0)",
+    )
 
 
 def comparisons(
@@ -257,6 +253,8 @@ def section(
     changed = 0
     for title, c in comparisons(sweep, tuned_rows, confidence):
         u = before.get((title, c.label, c.held_fixed))
+        if c.diff.n == 0 and (u is None or u.diff.n == 0):
+            continue  # Cells without finished runs on either side: nothing to compare yet.
         old = verdict(u, confidence) if u else ""
         new = verdict(c, confidence)
         if not old or not new:

@@ -279,6 +279,47 @@ class Sweep:
             return (*self.metrics, self.select_on)
         return self.metrics
 
+    def tuned(
+        self,
+        nuisance: Mapping[str, Any],
+        select_on: str,
+        select_mode: str,
+        select_per: str = "cell",
+        drop_factors: tuple[str, ...] = (),
+        description: str = "",
+    ) -> "Sweep":
+        """This sweep with nuisance factors (sweep/nuisance.py): the tuned version of a shipped
+        sweep. drop_factors names trained factors whose config keys become nuisance (e.g. a
+        warmup factor when warmup is tuned): they leave the factors and the cells, and the
+        cells that then coincide are trained once. description "" takes the sweep file's
+        docstring."""
+        unknown = sorted(set(drop_factors) - {f.name for f in self._trained})
+        if unknown:
+            raise ValueError(
+                f"drop_factors = {list(drop_factors)}: {unknown} are not trained factors of "
+                f"this sweep ({[f.name for f in self._trained]})"
+            )
+        keep = [i for i, f in enumerate(self.factors) if f.name not in drop_factors]
+        trained_keep = [i for i, f in enumerate(self._trained) if f.name not in drop_factors]
+        cells = None
+        if self.cells is not None:
+            cells = list(dict.fromkeys(tuple(c[i] for i in trained_keep) for c in self.cells))
+        return Sweep(
+            config=self.config,
+            config_arg=self.config_arg,
+            variants={n: o for n, o in self.variants.items() if n not in self._cell_of},
+            seeds=self.seeds,
+            metrics=self.metrics,
+            baseline="" if self.baseline in self._cell_of else self.baseline,
+            description=description,
+            factors=tuple(self.factors[i] for i in keep),
+            cells=cells,
+            nuisance=nuisance,
+            select_on=select_on,
+            select_mode=select_mode,
+            select_per=select_per,
+        )
+
     @property
     def trained_factors(self) -> tuple[Factor, ...]:
         """The factors whose levels are trained (the cells' factors), in order."""
@@ -458,11 +499,14 @@ def check_overrides(sweep: Sweep, config_arg: str) -> None:
                 )
 
 
-def with_nuisance_default(sweep: Sweep, config_arg: str) -> Sweep:
+def with_nuisance_default(sweep: Sweep) -> Sweep:
     """The sweep with nuisance_default read from its base config (unchanged without nuisance);
-    raises ValueError when a default value is not in its grid (no untuned comparison)."""
+    raises ValueError when a default value is not in its grid (no untuned comparison).
+
+    The config is read with the sweep's own config_arg, never "quick": a shrunk run may cap
+    e.g. warmup, but the untuned setting stays the one the full sweep compares with."""
     if not sweep.nuisance:
         return sweep
-    config = _load_config(sweep.config, config_arg)
+    config = _load_config(sweep.config, sweep.config_arg)
     default = {key: config_path.get_value(key, config) for key in sweep.nuisance}
     return dataclasses.replace(sweep, nuisance_default=default)

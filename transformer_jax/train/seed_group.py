@@ -260,7 +260,7 @@ def train_seed_group(
                 )
             )
             run.logger = closing.enter_context(
-                MetricsLogger(run.workdir, total_steps=train_cfg.steps)
+                MetricsLogger(run.workdir, total_steps=train_cfg.steps, config=run.resolved)
             )
             with phases("checkpoint"):
                 restored = run.checkpointer.restore(state)
@@ -325,7 +325,7 @@ def train_seed_group(
             except CheckpointSaveError as error:
                 run.ended = run.outcome("failed", step, num_params, phases, error=str(error))
                 with contextlib.suppress(OSError):  # The full disk may not take the summary either.
-                    run_dir.write_summary(run.workdir, run.ended)
+                    run.logger.write_summary(run.ended)
                 raise
 
         first_step = step
@@ -354,7 +354,7 @@ def train_seed_group(
                             run.ended = run.outcome(
                                 "diverged", step, num_params, phases, error=str(error)
                             )
-                            run_dir.write_summary(run.workdir, run.ended)
+                            run.logger.write_summary(run.ended)
                             continue
                         if not compiling:
                             run.rates.append(averaged["tokens_per_sec"])
@@ -389,17 +389,17 @@ def train_seed_group(
                 tokens_per_sec=float(np.median(run.rates)) if run.rates else None,
                 bleu=run.bleu.summary() if run.bleu is not None else None,
             )
-            run_dir.write_summary(run.workdir, run.ended)
+            run.logger.write_summary(run.ended)
         print(breakdown_line(phases.breakdown()), flush=True)
         return [run.ended for run in runs]
     except OSError as error:  # A save that failed, or another write on the same full disk.
         causes = [run.checkpointer.failed_save() for run in runs if run.checkpointer]
         cause = next((c for c in causes if c is not None), error)
         for run in runs:  # Every seed the group was training ends with it.
-            if run.ended is None and run.checkpointer is not None:
+            if run.ended is None and run.logger is not None:
                 run.ended = run.outcome("failed", step, num_params, phases, error=str(cause))
                 with contextlib.suppress(OSError):  # The full disk may not take it either.
-                    run_dir.write_summary(run.workdir, run.ended)
+                    run.logger.write_summary(run.ended)
         if cause is error:
             raise
         raise cause from error

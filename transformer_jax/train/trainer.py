@@ -27,8 +27,8 @@ import ml_collections
 import numpy as np
 
 from transformer_jax import data, decoding, run_dir
+from transformer_jax import fields as F
 from transformer_jax.config import ModelConfig, TrainConfig
-from transformer_jax.config import fields as F
 from transformer_jax.config.model import upgrade_flat_model_config
 from transformer_jax.data import tokenizers
 from transformer_jax.defaults import FROM_DATA
@@ -371,7 +371,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
         fallback=train_cfg.restore_fallback,
         primary=primary,
     )
-    logger = MetricsLogger(workdir, total_steps=train_cfg.steps, writes=primary)
+    logger = MetricsLogger(workdir, total_steps=train_cfg.steps, writes=primary, config=resolved)
     # The placed state's shardings are the restore target, so a checkpoint written on any
     # number of devices loads onto this run's devices.
     with phases("checkpoint"):
@@ -504,20 +504,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_d
             bleu=bleu.summary() if bleu is not None else None,
             early_stop=early_stop.summary() if early_stop is not None else None,
         )
-        if primary:
-            run_dir.write_summary(workdir, summary)
+        logger.write_summary(summary)  # Process 0 writes it.
         print(breakdown_line(summary.timing), flush=True)
         return summary
     except NonFiniteError as error:  # Raised on every process: the loss is the global one.
-        if primary:
-            run_dir.write_summary(workdir, outcome("diverged", error.step, error=str(error)))
+        logger.write_summary(outcome("diverged", error.step, error=str(error)))
         raise
     except OSError as error:  # CheckpointSaveError, or another write on the same full disk
         cause = checkpointer.failed_save() or error  # The failed save, if one did, says why.
         # The full disk may not take the summary either; the raised error still says why.
         with contextlib.suppress(OSError):
-            if primary:
-                run_dir.write_summary(workdir, outcome("failed", step, error=str(cause)))
+            logger.write_summary(outcome("failed", step, error=str(cause)))
         if cause is error:
             raise
         raise cause from error
