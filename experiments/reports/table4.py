@@ -33,7 +33,7 @@ from pathlib import Path
 
 from transformer_jax.layers.positional import EVAL_POSITIONS
 from transformer_jax.report import stats
-from transformer_jax.report.run_dirs import read_runs_csv
+from transformer_jax.sweep_dir import read_runs_csv
 
 PAPER = {  # task -> model -> (char accuracy, sequence accuracy) at length 400
     "copy": {"transformer": (0.53, 0.03), "ut": (0.91, 0.35)},

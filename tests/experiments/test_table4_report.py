@@ -5,7 +5,7 @@ import csv
 import json
 
 from experiments.reports import table4
-from transformer_jax.report.run_dirs import RUNS_CSV_LEADING, RUNS_CSV_TRAILING
+from transformer_jax.sweep_dir import RUNS_CSV_LEADING, RUNS_CSV_TRAILING
 
 
 def write_runs(path, runs: dict[str, list[tuple[float, float]]]):

@@ -5,9 +5,9 @@ import math
 import pytest
 
 from transformer_jax.report import tuning
-from transformer_jax.report.run_dirs import RunRecord
 from transformer_jax.sweep import Sweep
 from transformer_jax.sweep.nuisance import on_edge, settings
+from transformer_jax.sweep_dir import RunRecord
 
 LRS = (1e-3, 3e-3, 1e-2)
 

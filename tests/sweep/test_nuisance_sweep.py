@@ -109,6 +109,7 @@ def test_two_cells_two_learning_rates_two_seeds(project):
         machine=MACHINE,
     )
     assert counts == {"finished": 8}
+    write_report(str(workdir))
     # Each setting its own directory (and seed group) below its variant's.
     for variant in ("base", "shifted"):
         for lr in ("0.001", "0.01"):
@@ -200,6 +201,7 @@ def test_a_factorial_sweep_tuned_has_an_isolation_plot_per_factor(project):
     )
     workdir = project / "runs"
     run_sweep(sweep, "experiments/tuned.py", str(workdir), main_module="fake_main", machine=MACHINE)
+    write_report(str(workdir))
     text = section(workdir / "report.md", "Tuning")
     # shift: yes − no changes sign at both lengths, the length interaction keeps its sign
     # (+0.05 more at unseen lengths, untuned and tuned).

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ml_collections.config_flags import config_path
 
-from transformer_jax import defaults
+from transformer_jax import defaults, sweep_dir
 from transformer_jax.run_dir import HPARAMS_FILE, write_json
 from transformer_jax.sweep import load_sweep, runner
 from transformer_jax.train.seed_group import train_seed_group
@@ -73,8 +73,13 @@ def train_tiny_sweep(project: Path, workdir: Path, wandb_project: str = "") -> N
         workdir, config_spec, specs = runner.plan_checked(
             sweep, str(workdir), None, None, False, runner.DEFAULT_MAIN
         )
-        runner.update_sweep_json(
-            workdir, sweep, "experiments/tiny.py", config_spec, False, runner.DEFAULT_MAIN
+        sweep_dir.update_sweep_json(
+            workdir,
+            runner.resolved_sweep(sweep),
+            "experiments/tiny.py",
+            config_spec,
+            False,
+            runner.DEFAULT_MAIN,
         )
         for spec in specs:
             os.makedirs(spec.path, exist_ok=True)

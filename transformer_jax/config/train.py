@@ -6,7 +6,7 @@ import importlib.util
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from transformer_jax.config import fields as F
+from transformer_jax import fields as F
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("rsqrt", "cosine", "constant")
@@ -53,6 +53,10 @@ class TrainConfig:
     bleu_eval_examples: int = 0  # validation examples decoded at each evaluation; 0 = all
     beam_size: int = 4  # test decoding: hypotheses kept per example (the paper: 4)
     beam_alpha: float = 0.6  # test decoding: GNMT length penalty exponent (the paper: 0.6)
+    # What each evaluation measures, in this order (train/evaluators.py): "teacher_forced"
+    # (loss, accuracies), "generation" (gen_seq_accuracy; seq2seq with generate_eval) and
+    # "bleu" (with bleu). One that does not apply to the run is skipped.
+    evaluators: tuple[str, ...] = ("teacher_forced", "generation", "bleu")
     # Scale-out (see transformer_jax.train.parallel). data.batch_size is the global batch: it
     # must divide evenly over the devices (and the micro-batches).
     parallelism: str = "jit"  # jit: one program over a device mesh (GSPMD) | pmap: replicated
@@ -112,6 +116,12 @@ class TrainConfig:
             raise ValueError(
                 f"train.generate_eval_splits={splits!r} must be a tuple of eval split names, "
                 "e.g. ('test',), or () for every split"
+            )
+        names = self.evaluators
+        if not isinstance(names, (tuple, list)) or not all(isinstance(x, str) for x in names):
+            raise ValueError(
+                f"train.evaluators={names!r} must be a tuple of evaluator names, e.g. "
+                "('teacher_forced', 'generation', 'bleu')"
             )
         if not isinstance(self.wandb_project, str):
             raise ValueError(

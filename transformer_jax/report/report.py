@@ -9,15 +9,14 @@ results/ folder. Flat sweeps get one table per metric against the baseline; fact
 
 import contextlib
 import datetime
-import json
 import os
 import re
 from collections.abc import Sequence
 from typing import Any
 
+from transformer_jax import environment
 from transformer_jax.report import (
     bleu_bootstrap,
-    environment,
     factorial,
     factorial_tables,
     plots,
@@ -29,23 +28,12 @@ from transformer_jax.report.factorial_tables import EFFECTS_CSV
 from transformer_jax.run_dir import git_commit, read_config
 from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep.spec import Sweep, format_override
+from transformer_jax.sweep_dir import read_sweep_json
 
-SWEEP_FILE = "sweep.json"
 REPORT_FILE = "report.md"
 RESULTS_CSV = "results.csv"
 RUNS_CSV = "runs.csv"
 TABLE_TEX = "table.tex"
-
-
-def read_sweep_json(workdir: str) -> dict[str, Any]:
-    path = os.path.join(workdir, SWEEP_FILE)
-    if not os.path.isfile(path):
-        raise ValueError(
-            f"workdir {workdir!r} has no {SWEEP_FILE}: it is not a sweep directory (the runner "
-            "writes sweep.json when a sweep starts)"
-        )
-    with open(path) as f:
-        return json.load(f)
 
 
 def _slug(text: str) -> str:

@@ -17,10 +17,10 @@ from typing import Any
 from ml_collections.config_flags import config_path
 
 from transformer_jax import defaults
-from transformer_jax.report.run_dirs import RunRecord
 from transformer_jax.run_dir import HPARAMS_FILE, write_json
 from transformer_jax.sweep.nuisance import split_run_variant
 from transformer_jax.sweep.spec import Sweep
+from transformer_jax.sweep_dir import RunRecord
 from transformer_jax.tracking import hparams as tracking_hparams
 
 

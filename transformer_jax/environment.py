@@ -1,4 +1,5 @@
-"""Where a sweep ran, for report headers: the machine (the git commit is `run_dir.git_commit`)."""
+"""Where a sweep ran, recorded in sweep.json and named in report headers and speed figures: the
+machine (the git commit is `run_dir.git_commit`)."""
 
 import json
 import os
@@ -7,9 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
-
-# Re-exported for the sweep runner, which records the commit of each invocation.
-from transformer_jax.run_dir import git_commit  # noqa: F401
 
 # Runs in a child process: initialising a backend in the sweep runner itself would hold GPU memory
 # that the training subprocesses need.

@@ -1,8 +1,11 @@
-"""Reading a sweep's run directories (the contract is transformer_jax/run_dir.py) and classifying
-each run's status.
+"""The sweep-directory contract: WORKDIR/sweep.json and the run directories
+WORKDIR/<variant>/seed_<seed>/ (each one per transformer_jax/run_dir.py), and reading them.
 
-A sweep lays its runs out as WORKDIR/<variant>/seed_<seed>/. Everything here only reads files, so
-a report can be regenerated at any time, including while a sweep is still running.
+sweep.json holds the resolved sweep and the history of its launches (`update_sweep_json`, the one
+writer); the run directories are written by the trainer and the launchers. This module sits
+below both the sweep package (which launches runs and records them) and the report (which reads
+them). Apart from update_sweep_json everything here only reads files, so a report can be
+regenerated at any time, including while a sweep is still running.
 """
 
 import csv
@@ -10,8 +13,10 @@ import dataclasses
 import json
 import math
 import os
+from collections.abc import Mapping
 from typing import Any, Literal
 
+from transformer_jax.commands import launch_dir
 from transformer_jax.run_dir import (
     FAILURE_FILE,
     FINAL_STATUSES,
@@ -21,10 +26,10 @@ from transformer_jax.run_dir import (
     read_json,
     read_summary,
     seed_dir,
+    write_json,
 )
 
-# Re-exported for the sweep runner (transformer_jax/sweep*.py), which reads them from here.
-from transformer_jax.run_dir import COMMAND_FILE, LOG_FILE  # noqa: F401  isort: skip
+SWEEP_FILE = "sweep.json"
 
 RunStatus = Literal["finished", "diverged", "failed", "incomplete", "missing"]
 # finished / diverged: summary.json says so (final; a rerun would give the same result).
@@ -188,3 +193,59 @@ def read_runs_csv(path: str, workdir: str) -> dict[tuple[str, int], RunRecord]:
                 git_commit=values["git_commit"] or None,
             )
     return records
+
+
+def read_sweep_json(workdir: str) -> dict[str, Any]:
+    """WORKDIR/sweep.json; a ValueError naming the workdir if there is none."""
+    path = os.path.join(workdir, SWEEP_FILE)
+    if not os.path.isfile(path):
+        raise ValueError(
+            f"workdir {workdir!r} has no {SWEEP_FILE}: it is not a sweep directory (the runner "
+            "writes sweep.json when a sweep starts)"
+        )
+    with open(path) as f:
+        return json.load(f)
+
+
+def update_sweep_json(
+    workdir: str,
+    sweep: Mapping[str, Any],
+    sweep_file: str,
+    config_spec: str,
+    quick: bool,
+    main_module: str,
+    invocation: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Writes WORKDIR/sweep.json: the resolved sweep (`sweep`, a Sweep's to_dict()) plus the
+    history of launches, `invocation` appended to it (None: a report-only update).
+
+    Raises ValueError, writing nothing, if the workdir holds a sweep of another config spec."""
+    path = os.path.join(workdir, SWEEP_FILE)
+    previous: dict[str, Any] = {}
+    if os.path.isfile(path):
+        with open(path) as f:
+            previous = json.load(f)
+        if (previous.get("config_spec"), previous.get("config")) not in (
+            (None, None),
+            (config_spec, sweep["config"]),
+        ):
+            raise ValueError(
+                f"workdir {workdir} holds a sweep run with --config={previous['config_spec']}, "
+                f"not {config_spec} (--quick changes it); use a new --workdir"
+            )
+    resolved = {
+        "file": sweep_file,
+        **sweep,
+        "config_spec": config_spec,
+        "quick": quick,
+        "main_module": main_module,
+        # A report-only update (no invocation) keeps the directory the runs were launched from.
+        # Recorded relative to the repository when inside it ("." for its root): see commands.
+        "cwd": previous.get("cwd", launch_dir()) if invocation is None else launch_dir(),
+        "invocations": list(previous.get("invocations", [])),
+    }
+    if invocation is not None:
+        resolved["invocations"].append(dict(invocation))
+    os.makedirs(workdir, exist_ok=True)
+    write_json(path, resolved)
+    return resolved

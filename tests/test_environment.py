@@ -2,7 +2,7 @@
 
 import os
 
-from transformer_jax.report import environment
+from transformer_jax import environment
 
 
 def test_machine_info_describes_this_host():

@@ -1,10 +1,12 @@
 """Model families: what each model reads, predicts and is scored on, in one registered object.
 
-`FAMILIES[config.family]` tells the trainer, the decoder and the analysis commands everything
-they need to know about a family: its flax module, the dataset kind it trains on, how a batch
-becomes the module's arguments (teacher forcing for decoders), its targets and accuracy metric,
-the longest sequence it must hold positions for, and whether and how it decodes. A new family
-is a module plus one `Family` registered here.
+`FAMILIES[config.family]` tells the config, the trainer, the decoder and the analysis commands
+everything they need to know about a family: the dataset kind it trains on, how a batch becomes
+the module's arguments (teacher forcing for decoders), its targets and accuracy metric, the
+longest sequence it must hold positions for, whether and how it decodes, and the configs it
+rejects. Its flax module is registered under the same name in `transformer_jax.models`
+(`MODULES`): the models import the config, which checks the family, so the family cannot
+import the models. A new family is a module registered there plus one `Family` here.
 """
 
 import dataclasses
@@ -13,10 +15,6 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from transformer_jax.models.classifier import EncoderClassifier
-from transformer_jax.models.decoder_only import DecoderOnly
-from transformer_jax.models.encoder_decoder import EncoderDecoder
-from transformer_jax.models.vit import ViT
 from transformer_jax.registry import Registry
 
 BOS = 1
@@ -43,7 +41,6 @@ class Family:
     input, the decoder starts from BOS), "prompt" (the decoder continues the input) or None."""
 
     name: str
-    module: Callable[[Any], Any]  # the flax module class, built from a ModelConfig
     data_kind: str  # the DatasetInfo.kind it trains on: seq2seq | lm | classification
     reads_images: bool = False
     decodes: str | None = None
@@ -109,25 +106,11 @@ def _check_encoder_decoder(config) -> None:
         )
 
 
-def _check_vit(config) -> None:
-    if config.positional.kind == "sinusoidal" and config.d_model % 2:
-        raise ValueError(
-            f"model.d_model={config.d_model} must be even for a vit with "
-            "model.positional.kind='sinusoidal' (half the features encode rows, half columns)"
-        )
-
-
 for _family in (
-    Family(
-        "encoder_decoder",
-        EncoderDecoder,
-        "seq2seq",
-        decodes="source",
-        extra_check=_check_encoder_decoder,
-    ),
-    Family("decoder_only", DecoderOnly, "lm", decodes="prompt"),
-    Family("encoder_classifier", EncoderClassifier, "classification"),
-    Family("vit", ViT, "classification", reads_images=True, extra_check=_check_vit),
+    Family("encoder_decoder", "seq2seq", decodes="source", extra_check=_check_encoder_decoder),
+    Family("decoder_only", "lm", decodes="prompt"),
+    Family("encoder_classifier", "classification"),
+    Family("vit", "classification", reads_images=True),
 ):
     FAMILIES.add(_family.name, _family)
 
