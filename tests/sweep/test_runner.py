@@ -210,12 +210,11 @@ def test_each_run_gets_its_hparams_before_it_starts(project):
 
 
 @pytest.mark.parametrize(
-    "sweep_file, grouped",
-    [("experiments/quickstart.py", True), ("experiments/length_generalization.py", False)],
+    "sweep_file", ["experiments/quickstart.py", "experiments/length_generalization.py"]
 )
-def test_variants_that_stop_early_train_seed_by_seed(sweep_file, grouped, tmp_path, monkeypatch):
-    """Early stopping ends each seed at its own step, which one vmapped program cannot do: a
-    seed group would silently train every seed to train.steps."""
+def test_every_variant_trains_as_one_seed_group(sweep_file, tmp_path, monkeypatch):
+    """Early stopping included (length_generalization.py stops early): a seed group stops each
+    seed at its own step (tests/train/test_seed_group.py)."""
     from pathlib import Path
 
     from transformer_jax.sweep import load_sweep
@@ -225,14 +224,4 @@ def test_variants_that_stop_early_train_seed_by_seed(sweep_file, grouped, tmp_pa
     spec = f"{sweep.config}:{sweep.config_arg}" if sweep.config_arg else sweep.config
     todo = runner.plan(sweep, str(tmp_path), spec)
     units = runner.launches(sweep, str(tmp_path), todo, spec, runner.DEFAULT_MAIN, True)
-    expected = len(sweep.variants) if grouped else len(todo)
-    assert len(units) == expected
-
-
-def test_a_seed_group_refuses_early_stopping():
-    from transformer_jax.config import TrainConfig
-    from transformer_jax.train.seed_group import check_group_parallelism
-
-    train_cfg = TrainConfig.from_dict({"early_stop_metric": "test/seq_accuracy"})
-    with pytest.raises(ValueError, match="train.early_stop_metric='test/seq_accuracy'"):
-        check_group_parallelism(train_cfg)
+    assert len(units) == len(sweep.run_variants) < len(todo)

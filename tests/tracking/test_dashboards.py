@@ -287,3 +287,27 @@ def test_no_wandb_import_when_off(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(hparams_lib.session_files(tmp_path)) == 1
+
+
+def test_a_wandb_that_cannot_start_is_one_error_before_training(tmp_path):
+    """Online without an account: the logger refuses when it opens (before anything compiles)
+    with a ValueError naming the field and the ways out, which main prints as one line."""
+    import_wandb()
+    code = (
+        "from transformer_jax.train.logger import MetricsLogger\n"
+        "try:\n"
+        f"    MetricsLogger({str(tmp_path / 'run')!r}, total_steps=1,"
+        " config={'seed': 0, 'train': {'wandb_project': 'tiny'}})\n"
+        "except ValueError as error:\n"
+        "    print(error)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env.update(HOME=str(tmp_path), WANDB_MODE="online", WANDB_CONFIG_DIR=str(tmp_path / "cfg"))
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("train.wandb_project='tiny': W&B could not start ("), (
+        result.stdout
+    )
+    assert "WANDB_MODE=offline" in result.stdout

@@ -37,6 +37,10 @@ class TrainConfig:
     eval_examples: int = 0  # examples per eval split; 0 = the whole split
     checkpoint_every: int = 500  # steps between checkpoints (a multiple of log_every)
     keep_checkpoints: int = 2  # newest checkpoints kept on disk
+    # A resume whose latest checkpoint is damaged (its bytes differ from the checksums recorded
+    # at its save) moves it to checkpoints_damaged/ and restores the one before; False refuses
+    # by name (train/checkpoint.py).
+    restore_fallback: bool = False
     diagnostics: bool = True  # attention entropy / max weight / logit std per layer at eval
     # seq2seq only (ignored otherwise): also greedy-decode every eval batch, the decoder reading
     # its own outputs, and log gen_seq_accuracy, the fraction of outputs equal to the target.
@@ -53,6 +57,10 @@ class TrainConfig:
     bleu_eval_examples: int = 0  # validation examples decoded at each evaluation; 0 = all
     beam_size: int = 4  # test decoding: hypotheses kept per example (the paper: 4)
     beam_alpha: float = 0.6  # test decoding: GNMT length penalty exponent (the paper: 0.6)
+    # What each evaluation measures, in this order (train/evaluators.py): "teacher_forced"
+    # (loss, accuracies), "generation" (gen_seq_accuracy; seq2seq with generate_eval) and
+    # "bleu" (with bleu). One that does not apply to the run is skipped.
+    evaluators: tuple[str, ...] = ("teacher_forced", "generation", "bleu")
     # Scale-out (see transformer_jax.train.parallel). data.batch_size is the global batch: it
     # must divide evenly over the devices (and the micro-batches).
     parallelism: str = "jit"  # jit: one program over a device mesh (GSPMD) | pmap: replicated
@@ -105,13 +113,19 @@ class TrainConfig:
                 f"train.early_stop_metric={self.early_stop_metric!r} must be '' (off) or "
                 "'split/metric', e.g. 'test/seq_accuracy'"
             )
-        for name in ("diagnostics", "generate_eval", "distributed", "bleu"):
+        for name in ("diagnostics", "generate_eval", "distributed", "bleu", "restore_fallback"):
             F.check_bool(f"train.{name}", getattr(self, name))
         splits = self.generate_eval_splits
         if not isinstance(splits, (tuple, list)) or not all(isinstance(x, str) for x in splits):
             raise ValueError(
                 f"train.generate_eval_splits={splits!r} must be a tuple of eval split names, "
                 "e.g. ('test',), or () for every split"
+            )
+        names = self.evaluators
+        if not isinstance(names, (tuple, list)) or not all(isinstance(x, str) for x in names):
+            raise ValueError(
+                f"train.evaluators={names!r} must be a tuple of evaluator names, e.g. "
+                "('teacher_forced', 'generation', 'bleu')"
             )
         if not isinstance(self.wandb_project, str):
             raise ValueError(

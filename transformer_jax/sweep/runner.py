@@ -41,9 +41,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from absl import logging
-from ml_collections.config_flags import config_path
 
-from transformer_jax import defaults, environment, sweep_dir
+from transformer_jax import environment, sweep_dir
 from transformer_jax.run_dir import COMMAND_FILE, LOG_FILE, git_commit
 from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep import launcher
@@ -123,7 +122,7 @@ def launches(
         by_variant.setdefault(spec.variant, []).append(spec)
     units: list[RunSpec | launcher.GroupSpec] = []
     for variant, runs in by_variant.items():
-        if len(runs) == 1 or stops_early(sweep, variant, config_spec):
+        if len(runs) == 1:
             units.extend(runs)
             continue
         path = os.path.join(workdir, variant)
@@ -131,15 +130,6 @@ def launches(
         argv = build_argv(sweep, variant, seeds, path, config_spec, main_module)
         units.append(launcher.GroupSpec(tuple(runs), argv))
     return units
-
-
-def stops_early(sweep: Sweep, variant: str, config_spec: str) -> bool:
-    """Whether the variant's runs stop early (train.early_stop_metric): each seed would stop at
-    its own step, so such a variant trains seed by seed, never as a seed group."""
-    config = defaults.from_file(sweep.config, config_spec.partition(":")[2] or None)
-    for key, value in sweep.run_variants[variant].items():
-        config_path.set_value(key, config, value)
-    return bool(config.get("train", {}).get("early_stop_metric", ""))
 
 
 def plan(
