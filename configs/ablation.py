@@ -22,6 +22,8 @@ def get_config(arg: str | None = None):
         config.data.update(max_len=16, long_min_len=17, long_max_len=24, num_train=20_000)
     config.data.num_test = 500
     config.data.num_test_long = 500
+    # A split apart from test that tuned sweeps choose learning rates on (docs/tuning.md).
+    config.data.num_validation = 500
     config.train.update(
         steps=500,
         learning_rate=2e-3,

@@ -10,7 +10,7 @@ Offline, point data.manual_dir at the six raw files (the pinned files build the 
 as a download, so later runs in the same data_dir need neither):
 
   python -m transformer_jax.main --config=configs/multi30k.py --workdir=runs/multi30k \
-      --config.data.manual_dir=/work/shared/data/multi30k
+      --config.data.manual_dir=/path/to/multi30k/raw
 """
 
 from transformer_jax import defaults

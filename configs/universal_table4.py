@@ -1,5 +1,6 @@
 """The Universal Transformer paper's algorithmic tasks (Dehghani et al. 2019, §3.1, Table 4)
-under its protocol, at the size of its reference code's algorithmic runs.
+with its data and lengths, at the size of its reference code's algorithmic runs; where the
+training recipe departs from tensor2tensor's: experiments/universal_table4.py, docs/papers.md.
 
 Data (data.variant="t2t"): tensor2tensor's algorithmic_{identity,reverse,addition}_decimal40:
 decimal symbols, 100,000 training examples of lengths 1-40 (addition: 40 input tokens, operands

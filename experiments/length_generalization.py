@@ -15,26 +15,31 @@ predicts (see its docstring in transformer_jax/layers/positional.py):
   2023); no position is new, but counting gets less precise as length grows;
 - randomized (sinusoidal positions drawn as an ordered random subset of 0..max_len-1 in
   training, Ruoss et al. 2023): every test position and larger gaps are trained: the best
-  length generalisation of the six, the paper's claim. Evaluated as the issue first specified,
-  on plain positions 0, 1, 2, ..., it meets consecutive positions it never trained on;
-- randomized_eval: the paper's own protocol (its code draws the ordered subset at evaluation
-  too, experiments/range_evaluation.py calls the model with an rng) over a range four times the
-  longest test prompt (L = 512 for 130 tokens; the paper: 2,048 for 500), so that test lengths,
-  too, see gaps of the kind training did.
+  length generalisation of the six, the paper's claim. Evaluated on plain positions 0, 1, 2,
+  ..., it meets consecutive positions it never trained on;
+- randomized_eval: random positions at test too, as the paper's code evaluates (it draws the
+  ordered subset at evaluation too, experiments/range_evaluation.py calls the model with an rng)
+  over a range four times the longest test prompt (L = 512 for 130 tokens; the paper: 2,048 for
+  500), so that test lengths, too, see gaps of the kind training did.
 Accuracy against test length, one line per encoding, is the report's length_*.png.
 
-Departures from the papers, and why: Ruoss et al. train on lengths up to 40 and test up to 500
-with 5-layer models and randomize over L = 2,048 positions; here L = max_len, the longest test
-prompt (130 tokens) for `randomized` and 512 for `randomized_eval`, and the model is small
-enough for this machine. Press et al. measure perplexity on text; reverse is a stricter test of
-the same question.
+Departures from the papers, and why (sources in docs/papers.md): Ruoss et al.'s code draws one
+sorted subset per batch, shared by its sequences, and a fresh one for every evaluation batch;
+here (train_positions="randomized") every sequence draws its own, and the committed
+`randomized_eval` runs read a fixed key per stack, so every evaluation batch of a shape saw the
+same positions (train_positions="batch_randomized" and a fresh key per evaluation batch are the
+code's way). `randomized` and `randomized_eval` also differ in max_len (130 and 512), so their
+gap mixes the range of training positions with the positions read at test. Ruoss et al. train on
+lengths up to 40 and test up to 500 with 5-layer models and randomize over L = 2,048 positions;
+here L = max_len, the longest test prompt (130 tokens) for `randomized` and 512 for
+`randomized_eval`, and the model is small enough for this machine. Press et al. measure
+perplexity on text; reverse is a stricter test of the same question.
 
-Budget: measured on this machine (2 CPU cores, load average ~8 from other jobs) the model trains
-at ~18 steps/s; runs stop at the test-accuracy plateau (3 evaluations 500 steps apart without a
-gain of 0.001, not before step 2,000) or at 8,000 steps (~450 s + 16 evaluations of six
-500-example splits, ~80 s). 6 encodings x 3 seeds x ~530 s = 9,500 run-seconds = 1.3 hours at
---parallel=2. With experiments/universal_table4.py now at ~6 hours per task (its docstring says
-why), the issue's sweeps take about twice its ~6-hour budget; both resume across sessions.
+Budget: measured on a 2-core CPU under load, the model trains at ~18 steps/s; runs stop at the
+test-accuracy plateau (3 evaluations 500 steps apart without a gain of 0.001, not before step
+2,000) or at 8,000 steps (~450 s + 16 evaluations of six 500-example splits, ~80 s). 6 encodings
+x 3 seeds x ~530 s = 9,500 run-seconds = 1.3 hours at --parallel=2; a rerun of the sweep resumes
+it.
 """
 
 from pathlib import Path

@@ -10,7 +10,7 @@ position offsets, and UT+ACT with offsets; three seeds each. The budget (below) 
 reverse; addition runs the same way if a later budget allows.
 
 Where this follows tensor2tensor (data_generators/algorithmic.py,
-models/research/universal_transformer*.py):
+models/research/universal_transformer*.py; file, line and commit in docs/papers.md):
 - data: its algorithmic_{identity,reverse,addition}_decimal40 generators (data.variant="t2t"):
   decimal symbols, 100,000 training examples with lengths uniform in 1-40, a dev split with
   lengths uniform in 1-400 (our test_long, on which Table 4 is reported), addition with both
@@ -19,20 +19,28 @@ models/research/universal_transformer*.py):
   per-sequence exact match (its "accuracy_per_sequence"), our token_accuracy / seq_accuracy;
 - offsets: position_start_index="random" (the *_position_random_timing_tiny hparams) as
   model.positional.train_positions="batch_offset": one offset per batch, uniform in [0, T) for
-  a batch T tokens long, added to sinusoidal positions at every UT step together with the
-  sinusoidal step signal;
-- architecture: post-norm blocks, 4 heads, 2 encoder + 2 decoder layers for the Transformer
-  (transformer_tiny); ACT with threshold 1 - 0.01 and ponder cost 0.01; t2t's act_max_steps for
-  the tiny sets is 2 x num_hidden_layers = 4, the recurrent step count used here for both UTs.
+  a batch T tokens long, added to sinusoidal positions at every UT step;
+- architecture: 4 heads, 2 encoder + 2 decoder layers for the Transformer (transformer_tiny);
+  ACT with threshold 1 - 0.01 and ponder cost 0.01; t2t's act_max_steps for the tiny sets is
+  2 x num_hidden_layers = 4, the recurrent step count used here for both UTs.
 
 Where it does not, and why:
+- blocks: post-norm (the paper's Transformer, Vaswani §3.1), where tensor2tensor's
+  transformer_tiny inherits transformer_base_v2's pre-norm (layer_preprocess_sequence="n",
+  layer_postprocess_sequence="da") and the UT encoder and decoder end with a final norm
+  (layer_preprocess);
+- step signal: sinusoidal (the paper's §2.1), where tensor2tensor's default is a learned
+  embedding per step (step_timing_signal_type="learned"; only
+  universal_transformer_step_sinusoid_timing_tiny uses sinusoids);
+- training recipe: no label smoothing (tensor2tensor: 0.1), Adam beta2 0.98 (0.997), no
+  attention or ReLU dropout (0.1 each), 1,000 warmup steps (8,000) with the rsqrt schedule;
+  residual dropout 0.1 as there;
 - size: transformer_tiny is d_model=128, d_ff=512 and the UT 8 recurrent steps
-  (universal_transformer_tiny). Measured on this machine (2 CPU cores, load average ~8 from
-  other jobs, batch 64): the Transformer at that size ran 0.75 steps/s and the 8-step UT 0.28
-  steps/s, so three seeds of five variants on two tasks would need ~27 hours for 2,000 UT
-  steps. At d_model=64, d_ff=256 and 4 UT steps the Transformer runs 5.5 steps/s and the UT
-  2.2; that is the largest size that fits (configs/universal_table4.py holds the reference size;
-  the variants set this one);
+  (universal_transformer_tiny). Measured on a 2-core CPU under load (batch 64): the Transformer
+  at that size ran 0.75 steps/s and the 8-step UT 0.28 steps/s, so three seeds of five variants
+  on two tasks would need ~27 hours for 2,000 UT steps. At d_model=64, d_ff=256 and 4 UT steps
+  the Transformer runs 5.5 steps/s and the UT 2.2; that is the largest size that fits
+  (configs/universal_table4.py holds the reference size; the variants set this one);
 - offsets: tensor2tensor draws a new offset at every recurrent step of the UT (its random op
   runs inside the step); ours holds one per batch for all steps. Tried first, per sequence over
   the whole table (train_positions="offset", uniform in [0, 401 - length], so that every test
@@ -57,7 +65,7 @@ Where it does not, and why:
   trained with offsets were presumably read at random offsets; ours are read at plain positions
   0, 1, 2, ..., the same for every variant;
 - ACT: halting bias initialised to -1 (ours) rather than +1, which makes most positions halt
-  after about two steps at initialisation (see papers.md); halted positions are frozen (the
+  after about two steps at initialisation (docs/papers.md); halted positions are frozen (the
   paper) rather than transformed further (tensor2tensor, `act_halted="transform"`);
 - tokens: tensor2tensor appends EOS to the inputs as well as the targets; ours has EOS after the
   targets only. Its vocabulary reserves 2 ids (PAD, EOS), ours 3 (PAD, BOS, EOS);
@@ -65,16 +73,16 @@ Where it does not, and why:
 
 Budget: measured at the chosen size (2 cores, --parallel=2), the Transformer trains at ~5.5
 steps/s and the UT at ~2.2 steps/s, and an evaluation (test 500 + test_long 500 examples up to
-400 long) costs ~30-40 s. The check the issue asks for came first: one Transformer seed reaches
+400 long) costs ~30-40 s. The first check: one Transformer seed reaches
 test sequence accuracy 1.00 on copy by step 2,000 (`--variants=transformer --seeds=0`). A first
 cap of 2,500 steps (4.4 hours for copy and reverse) was too short for every variant with random
 offsets: the Transformer with them was at test token accuracy 0.45 and 0.71 (seeds 0 and 1)
 after 2,500 steps and still rising (offsets make the encoder's and the decoder's positions
 disagree by a random shift, so copying by position match no longer works). The cap is now 10,000
 steps for all variants (early stopping ends a run whose validation token accuracy has stopped
-rising, which ends the plain Transformer at 2,500); under load from other jobs that was about 40
+rising, which ends the plain Transformer at 2,500); under load that was about 40
 minutes per Transformer-with-offsets run and 80-90 per UT-with-offsets run, ~6 hours per task at
---parallel=2, more than the issue's budget; the sweep resumes across sessions. The three plain
+--parallel=2 (a rerun of the sweep resumes it). The three plain
 Transformer runs of copy were trained under the first cap and stopped at it, at test token
 accuracy 0.9997, 0.9995 and 1.0000. On an idle 2-core AMD EPYC machine (Zen 5; 2048 x 2048
 float32 matmul 0.44 TFLOP/s) at --parallel=2 the wall times were: plain UT 8m45s (early stop at
@@ -82,7 +90,7 @@ float32 matmul 0.44 TFLOP/s) at --parallel=2 the wall times were: plain UT 8m45s
 15 runs take about 3.5 hours there. Reverse learns more slowly on the same machine (one run per
 core): the plain Transformer stops at 2,500-4,500 steps (6-13 minutes), with offsets at
 7,500-9,500 (15-24), the plain UT at 4,000-6,000 (14-24), and the UTs with offsets took 41-44
-minutes for the 10,000 steps (62-64 for seed 0, partly beside the test suite); each run's
+minutes for the 10,000 steps (62-64 for seed 0, partly under load); each run's
 summary.json holds its wall_time_s (`python -m transformer_jax.sweep
 --sweep=experiments/universal_table4_reverse.py --workdir=results/universal_table4/reverse
 --parallel=2 --seed_groups=false`, by variant and seed).
@@ -105,7 +113,7 @@ ACCURACIES = ("token_accuracy", "seq_accuracy")  # the paper's character / seque
 
 def make_sweep(task: str) -> Sweep:
     """Table 4's comparison on one task of configs/universal_table4.py."""
-    title = f"Universal Transformer vs Transformer on {task} at length 400 (Table 4 protocol)"
+    title = f"Universal Transformer vs Transformer on {task} at length 400 (Table 4 data, lengths)"
     details = __doc__.split("\n\n", 1)[1].rstrip()  # the docstring less its first paragraph
     return Sweep(
         description=f"{title}\n\n{details}",

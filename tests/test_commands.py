@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax.commands import USER_ERROR_EXIT_CODE
+from transformer_jax.commands import USER_ERROR_EXIT_CODE, launch_dir, recorded_command
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,3 +38,36 @@ def test_user_errors_print_one_line(tmp_path, module, flags, message):
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith(message), result.stderr[-2000:]
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "recorded"),
+    [
+        # An absolute path inside the repository, as a flag's value or an argument of its own.
+        (["--workdir=/repo/results/x", "--parallel=2"], "--workdir=results/x --parallel=2"),
+        (["--workdir", "/repo/runs/x/"], "--workdir runs/x"),
+        (["--sweep=/repo/experiments/a.py"], "--sweep=experiments/a.py"),
+        # As typed: relative paths, paths outside the repository, values that are not paths.
+        (["--workdir=runs/x", "--variants=a,b"], "--workdir=runs/x --variants=a,b"),
+        (["--workdir=/elsewhere/x"], "--workdir=/elsewhere/x"),
+        (["--workdir=/repository_other/x"], "--workdir=/repository_other/x"),
+        (["--workdir=/repo/../elsewhere"], "--workdir=/repo/../elsewhere"),
+        (["--input=a b"], "'--input=a b'"),
+    ],
+)
+def test_recorded_command_names_repository_paths_relative_to_it(argv, recorded):
+    assert recorded_command("m", argv, repository="/repo") == f"python -m m {recorded}"
+
+
+def test_recorded_command_defaults_to_this_checkout():
+    recorded = recorded_command("x", [f"--workdir={REPO}/results/y"])
+    assert recorded == "python -m x --workdir=results/y"
+
+
+def test_launch_dir_is_relative_inside_the_repository(monkeypatch, tmp_path):
+    monkeypatch.chdir(REPO / "configs")
+    assert launch_dir() == "configs"
+    monkeypatch.chdir(REPO)
+    assert launch_dir() == "."
+    monkeypatch.chdir(tmp_path)
+    assert launch_dir() == str(tmp_path)

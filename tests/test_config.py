@@ -45,6 +45,23 @@ from transformer_jax.config import (
         ({"vocab_size": 0}, "model.vocab_size=0"),
         ({"family": "vit", "num_classes": 10}, "model.vit=None must be set exactly"),
         ({"vit.patch_size": 4}, "model.vit=ViTConfig("),
+        ({"ffn.dropout_rate": 1.0}, "model.ffn.dropout_rate=1.0"),
+        ({"universal.step_signal": "table"}, "model.universal.step_signal='table'"),
+        ({"universal.step_signal": "table"}, "['sinusoidal', 'learned']"),
+        ({"positional.train_positions": "per_batch"}, "'batch_randomized'"),
+        (
+            {"positional.eval_positions": "batch_randomized"},
+            "model.positional.eval_positions='batch_randomized' evaluates with random subsets",
+        ),
+        (
+            {"positional.eval_positions": "randomized"},
+            "train_positions one of ['randomized', 'batch_randomized']",
+        ),
+        (
+            {"positional.kind": "rotary", "positional.eval_positions": "step_offset"},
+            "model.positional.eval_positions='step_offset' has no effect with "
+            "model.positional.kind='rotary'",
+        ),
     ],
 )
 def test_invalid_configs_name_the_field(changes, message):

@@ -1,4 +1,5 @@
-"""What every command line does with an error: one clean line for the user's, a traceback for ours.
+"""What every command line does with an error: one clean line for the user's, a traceback for ours;
+and how a command line is recorded (`recorded_command`).
 
 A ValueError (bad config, flag, input or checkpoint: the message names the field and the fix) or
 an OSError (a bad path, a full disk) prints `<command>: error: <message>` on stderr and exits
@@ -7,10 +8,41 @@ does the same in transformer_jax/sweep/__main__.py.
 """
 
 import functools
+import os
+import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 USER_ERROR_EXIT_CODE = 2  # as argparse and absl exit for bad flags
+# The repository: the directory holding this package (configs/, experiments/, results/).
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def recorded_command(module: str, argv: Sequence[str], repository: str = REPOSITORY) -> str:
+    """`python -m module argv...` as the user typed it, for a report or sweep.json: an absolute
+    path inside the repository becomes relative to it (`--workdir=results/x`), so that a
+    committed report names no directory of the machine that ran it; everything else is kept.
+
+    argv: the arguments after the program name (sys.argv[1:]); a path may be a flag's value
+    (`--workdir=/r/x`) or an argument of its own (`--workdir /r/x`).
+    """
+    return shlex.join(["python", "-m", module, *(_in_repository(a, repository) for a in argv)])
+
+
+def launch_dir(repository: str = REPOSITORY) -> str:
+    """The current directory as a record names it: relative to the repository when inside it
+    ("." for its root), else absolute."""
+    return _in_repository(os.getcwd(), repository)
+
+
+def _in_repository(arg: str, repository: str) -> str:
+    flag, equals, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+    if not os.path.isabs(value):
+        return arg
+    relative = os.path.relpath(os.path.normpath(value), repository)
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return arg  # outside the repository: as typed
+    return f"{flag}{equals}{relative}"
 
 
 def one_line_errors(name: str) -> Callable:

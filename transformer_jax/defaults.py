@@ -79,7 +79,8 @@ def shrink(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     t.checkpoint_every = t.steps
     t.eval_examples = 256
     d = config.data
-    for name, cap in (("num_train", 5000), ("num_test", 256), ("num_test_long", 256)):
+    caps = {"num_train": 5000, "num_test": 256, "num_test_long": 256, "num_validation": 256}
+    for name, cap in caps.items():
         if name in d:
             d[name] = min(d[name], cap)
     return config

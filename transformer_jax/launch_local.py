@@ -2,7 +2,7 @@
 host: a local test of multi-host training, or one process per GPU of a workstation.
 
     python -m transformer_jax.launch_local --num_processes=2 --cpu_devices=4 -- \\
-        --config=configs/algorithmic.py:copy --workdir=/tmp/copy_2x4
+        --config=configs/algorithmic.py:copy --workdir=runs/copy_2x4
 
 Process p runs `python -m MODULE ARGS` (ARGS: everything after `--`; MODULE: --module, the
 trainer by default) with JAX_COORDINATOR_ADDRESS (a free port of this machine), JAX_NUM_PROCESSES

@@ -102,6 +102,26 @@ def test_generation_is_deterministic_and_params_get_their_own_cache(tmp_path):
     assert not np.array_equal(np.stack(_split_rows(reseeded, "train")[0]), np.stack(rows_a[0]))
 
 
+def test_validation_is_a_split_of_its_own_that_changes_no_other(tmp_path):
+    with_val = small_config("reverse", tmp_path / "v", num_validation=40)
+    without = small_config("reverse", tmp_path / "n", num_validation=0)
+    info = load_dataset(with_val).info
+    assert info.eval_splits == ("test", "test_long", "validation")
+    assert load_dataset(without).info.eval_splits == ("test", "test_long")
+    for split in ("train", "test", "test_long"):
+        a, b = _split_rows(with_val, split), _split_rows(without, split)
+        np.testing.assert_array_equal(np.stack(a[0]), np.stack(b[0]))
+        np.testing.assert_array_equal(np.stack(a[1]), np.stack(b[1]))
+    inputs, targets = _split_rows(with_val, "validation")
+    assert len(inputs) == 40 and info.padded_lengths("validation") == (8, 9)
+    for x_row, y_row in zip(inputs, targets, strict=True):
+        assert 1 <= len(unpadded(x_row)) <= 8
+        np.testing.assert_array_equal(_answer(y_row), unpadded(x_row)[::-1])
+    test = {tuple(unpadded(r)) for r in _split_rows(with_val, "test")[0]}
+    # Drawn apart from test: not a copy of it (short sequences may still coincide).
+    assert {tuple(unpadded(r)) for r in inputs} != test
+
+
 def test_num_test_long_zero_drops_the_split(tmp_path):
     config = small_config("copy", tmp_path, num_test_long=0)
     info = load_dataset(config).info

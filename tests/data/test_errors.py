@@ -71,7 +71,7 @@ def test_text_file_problems(tmp_path):
     assert "data.seq_len=128 is invalid; valid: <= 9" in error_for(tiny)
     assert "data.validation_fraction=1.5" in error_for(tiny, validation_fraction=1.5)
     assert "data.validation_fraction=nan" in error_for(tiny, validation_fraction=float("nan"))
-    assert "both splits" in error_for(
+    assert "every split" in error_for(
         tmp_path / "one.txt" if (tmp_path / "one.txt").write_text("a") else ""
     )
 

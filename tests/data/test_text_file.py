@@ -41,6 +41,21 @@ def test_validation_is_the_last_tenth_of_the_characters(tmp_path, text_path):
         assert len(rows) == -(-len(expected) // 16)
 
 
+def test_a_test_split_leaves_train_as_it_was(tmp_path, text_path):
+    """validation 0.05 + test 0.05 train on the same characters as validation 0.1 alone."""
+    config = small_config(
+        "text_file", tmp_path, path=str(text_path), seq_len=16, validation_fraction=0.05,
+        test_fraction=0.05,
+    )
+    dataset = load_dataset(config)
+    assert dataset.info.eval_splits == ("validation", "test")
+    cut, test_cut = int(len(TEXT) * 0.9), int(len(TEXT) * 0.95)
+    expected = {"train": TEXT[:cut], "validation": TEXT[cut:test_cut], "test": TEXT[test_cut:]}
+    for split, text in expected.items():
+        rows = all_rows(dataset.eval_batches(split, batch_size=8), "targets")
+        assert "".join(dataset.info.tokenizer.decode(r) for r in rows) == text
+
+
 def test_training_windows_are_substrings_of_the_train_split(tmp_path, text_path):
     config = small_config("text_file", tmp_path, path=str(text_path), seq_len=20)
     dataset = load_dataset(config)

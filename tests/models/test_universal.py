@@ -276,3 +276,84 @@ def test_each_step_reads_the_state_plus_position_and_step_signals(cfg):
         np.testing.assert_allclose(
             coordinates_BTD, np.broadcast_to(p_TD + s_UD[t], coordinates_BTD.shape), atol=1e-5
         )
+
+
+def step_signal_rows(cfg, params, stack="decoder") -> np.ndarray:
+    """The (T, D) step signal each step t = 1..T adds, read from the model as in the test
+    above: block input minus the state it was given, minus the (step-independent) positions."""
+    _, state = apply(cfg, {"params": params})
+    recurrence = state["intermediates"][stack]["recurrence"]
+    inputs_UBTD = np.asarray(recurrence["block_inputs"][0])
+    states_UBTD = np.asarray(recurrence["step_states"][0])
+    num_steps, _, length, d_model = inputs_UBTD.shape
+    p_TD = sinusoidal_table(length, d_model)
+    rows = [inputs_UBTD[t] - states_UBTD[t - 1] - p_TD for t in range(1, num_steps)]
+    return np.stack([row[0, 0] for row in rows])  # the same for every position: take one
+
+
+def test_learned_step_signal_is_read_at_rows_1_to_T():
+    """model.universal.step_signal="learned" (tensor2tensor's default): a learned (T + 1, D)
+    table read at rows 1..T, as the sinusoidal one, scaled by sqrt(D) as tensor2tensor's
+    get_layer_timing_signal_learned_1d; switching signals adds that table and nothing else."""
+    learned = TINY.override({"universal.step_signal": "learned"})
+    params = build_model(learned).init(jax.random.PRNGKey(0), IDS)["params"]
+    table_SD = np.asarray(params["decoder"]["step_embedding"])
+    num_steps, d_model = learned.universal.steps, learned.d_model
+    assert table_SD.shape == (num_steps + 1, d_model)
+    # Initialised at unit scale after the sqrt(D) factor, as tensor2tensor's.
+    assert 0.7 < float(np.std(table_SD * d_model**0.5)) < 1.3
+    rows = step_signal_rows(learned, params)  # steps 2..T
+    np.testing.assert_allclose(rows, table_SD[2:] * d_model**0.5, atol=1e-5)
+    # A table with another row 0 gives the same model: row 0 is never read.
+    params_row0 = jax.tree.map(lambda x: x, params)
+    params_row0["decoder"]["step_embedding"] = params["decoder"]["step_embedding"].at[0].set(9.0)
+    np.testing.assert_array_equal(
+        apply(learned, {"params": params_row0})[0], apply(learned, {"params": params})[0]
+    )
+    # The sinusoidal model with the same block parameters reads the sinusoidal rows 1..T.
+    sinusoidal_params = {k: v for k, v in params["decoder"].items() if k != "step_embedding"}
+    sinusoidal_params = {**params, "decoder": sinusoidal_params}
+    np.testing.assert_allclose(
+        step_signal_rows(TINY, sinusoidal_params),
+        sinusoidal_table(num_steps + 1, d_model)[2:],
+        atol=1e-5,
+    )
+
+
+def test_step_offset_redraws_the_position_offset_at_every_step():
+    """train_positions="step_offset": before step u the block reads positions o_u, o_u + 1, ...
+    with o_u = step_offsets(key)[u] in [0, T), one per batch and a new one per step
+    (tensor2tensor's add_position_timing_signal in every step_preprocess)."""
+    cfg = TINY.override(
+        {"positional.train_positions": "step_offset", "positional.max_len": 16, "dropout_rate": 0.0}
+    )
+    params = build_model(cfg).init(jax.random.PRNGKey(0), IDS)["params"]
+    length = IDS.shape[1]
+    table_LD = sinusoidal_table(16, cfg.d_model)
+    s_UD = sinusoidal_table(cfg.universal.steps + 1, cfg.d_model)[1:]
+    seen = set()
+    for seed in range(4):
+        key = jax.random.PRNGKey(seed)
+        _, state = build_model(cfg).apply(
+            {"params": params},
+            IDS,
+            train=True,
+            rngs={"positions": key, "dropout": key},
+            mutable=["intermediates"],
+        )
+        recurrence = state["intermediates"]["decoder"]["recurrence"]
+        inputs_UBTD = np.asarray(recurrence["block_inputs"][0])
+        states_UBTD = np.asarray(recurrence["step_states"][0])
+        offsets = []  # the offsets of steps 2..T, found by matching the table's rows
+        for u in range(1, cfg.universal.steps):
+            position_BTD = inputs_UBTD[u] - states_UBTD[u - 1] - s_UD[u]
+            matches = [
+                o
+                for o in range(16 - length + 1)
+                if np.allclose(position_BTD, table_LD[o : o + length][None], atol=1e-4)
+            ]
+            assert len(matches) == 1 and matches[0] < length  # one offset for the batch
+            offsets.append(matches[0])
+        seen.add(tuple(offsets))
+    assert any(len(set(o)) > 1 for o in seen)  # redrawn between steps
+    assert len(seen) > 1  # and between batches

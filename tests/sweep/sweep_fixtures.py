@@ -10,7 +10,7 @@ import os
 from transformer_jax.sweep import load_sweep, run_sweep
 
 FAKE_MAIN = """
-import json, os, sys, time
+import json, os, sys
 args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
 mode = args.get("config.fake.mode", "ok")
 offset = float(args.get("config.fake.offset", "0.0"))
@@ -22,7 +22,6 @@ def train(workdir, seed):
         f.write(" ".join(sys.argv[1:]) + "\\n")
     with open(os.path.join(workdir, "calls.txt")) as f:
         calls = len(f.read().splitlines())
-    time.sleep(0.2)  # let the runner pin this process before reading the affinity
     with open(os.path.join(workdir, "affinity.json"), "w") as f:
         json.dump(sorted(os.sched_getaffinity(0)), f)
     with open(os.path.join(workdir, "environment.json"), "w") as f:

@@ -23,7 +23,8 @@ def test_shipped_sweep_loads_and_every_variant_builds(name, monkeypatch):
     monkeypatch.chdir(REPO)  # sweep files name their configs relative to the repository
     sweep = load_sweep(f"experiments/{name}")
     check_overrides(sweep, sweep.config_arg)
-    for variant, overrides in sweep.variants.items():
+    # With nuisance factors, every variant at every setting.
+    for variant, overrides in sweep.run_variants.items():
         config = defaults.from_file(sweep.config, sweep.config_arg)
         for key, value in overrides.items():
             config_path.set_value(key, config, value)

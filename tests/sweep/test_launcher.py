@@ -3,6 +3,7 @@ placement and the shared compilation cache."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -36,18 +37,23 @@ def test_a_run_dies_with_its_killed_runner(tmp_path):
 import sys, time
 from transformer_jax.sweep import launcher
 spec = launcher.RunSpec("v", 0, {str(tmp_path / "run")!r}, (sys.executable, "-c",
-    "import time; time.sleep(120)"))
+    "import time; time.sleep(3600)"))
 print(launcher.Launch(spec, None, ".").proc.pid, flush=True)
-time.sleep(120)
+time.sleep(3600)
 """
     parent = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())
     parent.kill()
     parent.wait()
-    deadline = time.time() + 30
-    while _alive(child) and time.time() < deadline:
+    # The child sleeps for an hour: dying within the guard below (against a hang, not a speed
+    # bound) can only be the parent death signal.
+    deadline = time.monotonic() + 600
+    while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child)
+    survived = _alive(child)
+    if survived:
+        os.kill(child, signal.SIGKILL)
+    assert not survived
 
 
 def _alive(pid: int) -> bool:

@@ -110,6 +110,27 @@ def test_selection_and_changed_command(project):
         run_demo(workdir, parallel=0)
 
 
+def test_a_command_recorded_relative_to_the_repository_matches_its_rerun(project):
+    """A committed command.txt names its run directory relative to the repository and its
+    interpreter as `python`; rerunning the sweep from there accepts it as the same command,
+    and refuses it once it differs."""
+    workdir = project / "out"
+    assert run_demo(workdir, variants=["base"], seeds=[1]) == {"finished": 1}
+    command_file = workdir / "base" / "seed_1" / "command.txt"
+    lines = command_file.read_text().splitlines()
+    argv = lines[-1].split(" && ", 1)[1].split()
+    argv = [arg for arg in argv if "=" not in arg or arg.startswith("-")]  # no VAR=value
+    relative = [
+        f"--workdir={os.path.relpath(a[10:])}" if a.startswith("--workdir=") else a for a in argv
+    ]
+    assert relative != argv and not os.path.isabs(relative[-2].partition("=")[2])
+    command_file.write_text("\n".join([*lines[:-1], " ".join(["python", *relative[1:]])]) + "\n")
+    assert run_demo(workdir, variants=["base"], seeds=[1]) == {"finished": 1}
+    command_file.write_text(command_file.read_text().replace("--config.seed=1", "--config.seed=2"))
+    with pytest.raises(ValueError, match="made by a different command"):
+        run_demo(workdir, variants=["base"], seeds=[1])
+
+
 def _results(workdir):
     with open(workdir / "results.csv") as f:
         return list(csv.DictReader(f))

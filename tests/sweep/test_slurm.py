@@ -128,7 +128,8 @@ def states(workdir):
     return {s.name: s for s in slurm.sweep_status(str(workdir))}
 
 
-def wait_until(predicate, timeout_s=120):
+def wait_until(predicate, timeout_s=600):
+    """The predicate's first true value; the timeout guards against a hang, not a speed."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
@@ -247,13 +248,18 @@ def test_preempted_job_requeues_and_killed_job_resumes_after_resubmission(launch
     assert "Requeued job" in log
     assert final["long/seed_1"].state == "interrupted"
     assert f"job {first['long/seed_1']} ended" in final["long/seed_1"].detail
+    # The newest checkpoint the dead job left: 5, or 7 when the SIGTERM its parent's death sends
+    # (PR_SET_PDEATHSIG) was handled before its own SIGKILL landed, which depends on the
+    # machine's speed. The resubmission must resume from whichever it is.
+    left = _read(workdir / "long/seed_1/checkpoint.json")["step"]
+    assert left in (5, 7)
 
     submit(workdir, variants=["long"])
     assert job(workdir, "long/seed_1")["job_id"] != first["long/seed_1"]
     assert job(workdir, "long/seed_0")["job_id"] == first["long/seed_0"]  # finished: skipped
     final = wait_until(lambda: settled(workdir))
     assert final["long/seed_1"].state == "finished"
-    assert calls(workdir, "long/seed_1") == ["None", "5"]  # its last periodic checkpoint
+    assert calls(workdir, "long/seed_1") == ["None", str(left)]  # the newest checkpoint
 
 
 def test_seed_group_is_one_job_that_requeues_and_resumes_every_seed(launch_project, monkeypatch):

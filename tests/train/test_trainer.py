@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import jax
@@ -85,18 +84,22 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     for section in ("model", "data", "train"):
         for key, value in dotted(overrides[section].to_dict()):
             command.append(f"--config.{section}.{key}={value}")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen(
-        command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "train")])}
+    # The first process SIGKILLs itself as it fetches its 25th batch once checkpoint 20 is on
+    # disk (multihost_cases.Faulty): mid-run at any machine speed, which a kill timed from
+    # outside is not (a fast run could finish before it lands).
+    fault = {"kind": "kill", "at": 25, "after": 20}
+    killer = (
+        "from pathlib import Path; from absl import app; "
+        "from multihost_cases import Faulty; from transformer_jax.data.api import Dataset; "
+        "import transformer_jax.main as m; original = Dataset.train_iterator; "
+        "Dataset.train_iterator = lambda self, **kw: "
+        f"Faulty(original(self, **kw), {fault!r}, Path({str(workdir)!r})); app.run(m.main)"
     )
-    deadline = time.time() + 600  # generous: CI machines can be slow
-    while not (workdir / "checkpoints" / "20").exists() and time.time() < deadline:
-        if process.poll() is not None:
-            break
-        time.sleep(0.02)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert not (workdir / "summary.json").exists(), "the run finished before it was killed"
+    killer_command = [sys.executable, "-c", killer, *command[3:]]
+    killed = subprocess.run(killer_command, cwd=REPO, env=env, capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert not (workdir / "summary.json").exists()
 
     resumed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]

@@ -10,19 +10,28 @@ SPECIAL_LABELS = {PAD_ID: "<pad>", BOS_ID: "<bos>", EOS_ID: "<eos>"}
 def encode(tokenizer: Tokenizer, text: str, field: str) -> list[int]:
     """Token ids of `text`; `field` names the flag in error messages.
 
-    The algorithmic tasks' character vocabularies have no space symbol, so a text that only
-    fails because of its whitespace is read without it: "3 1 4 1 5" is the five symbols 31415.
+    A character vocabulary without any whitespace (the algorithmic tasks' symbols) reads typed
+    whitespace as a separator: "3 1 4 1 5" is the five symbols 31415. One with whitespace (a
+    text corpus's alphabet) takes the text as it is: a character it lacks, whitespace included,
+    is an error naming it, never dropped, since the prompt would then be another text.
     """
+    encoded = text
+    alphabet = getattr(tokenizer, "alphabet", None)
+    if alphabet is not None:
+        unknown = set(text) - set(alphabet)
+        if not any(c.isspace() for c in alphabet):
+            encoded = "".join(text.split())
+            unknown = {c for c in unknown if not c.isspace()}
+        if unknown:
+            raise ValueError(
+                f"--{field}={text!r} has characters not in the vocabulary of "
+                f"{tokenizer.source}: {''.join(sorted(unknown))!r}; valid characters: "
+                f"{alphabet!r}"
+            )
     try:
-        ids = tokenizer.encode(text)
+        ids = tokenizer.encode(encoded)
     except ValueError as error:
-        compact = "".join(text.split())
-        if compact == text:
-            raise ValueError(f"--{field}={text!r} cannot be tokenized: {error}") from error
-        try:
-            ids = tokenizer.encode(compact)
-        except ValueError as error2:
-            raise ValueError(f"--{field}={text!r} cannot be tokenized: {error2}") from error2
+        raise ValueError(f"--{field}={text!r} cannot be tokenized: {error}") from error
     if not ids:
         raise ValueError(f"--{field}={text!r} has no tokens; give at least one")
     return list(ids)

@@ -85,13 +85,18 @@ class PositionalConfig:
     # Positions during training (evaluation: eval_positions below): plain; offset,
     # each sequence starts at a random offset, covering the whole table; batch_offset, one
     # random offset per batch below its length (tensor2tensor's position_start_index="random");
-    # randomized, an ordered random subset of 0 .. max_len - 1 (Ruoss et al. 2023). Each lets
-    # training reach the positions of longer test inputs. See layers.positional.
+    # step_offset, the same drawn again at every recurrent step of a Universal Transformer (as
+    # tensor2tensor does; batch_offset elsewhere); randomized, an ordered random subset of
+    # 0 .. max_len - 1 per sequence; batch_randomized, one such subset per batch (Ruoss et al.
+    # 2023's code). Each lets training reach the positions of longer test inputs. See
+    # layers.positional.training_positions.
     train_positions: str = "plain"
-    # Positions at evaluation: plain (0, 1, 2, ...), or randomized as in training (Ruoss et al.
-    # 2023's code draws them at evaluation too: a model trained on sorted random subsets of
-    # 0 .. max_len - 1 has never seen consecutive positions). Drawn from a fixed key unless the
-    # caller passes a "positions" rng; cached decoding reads the cache index (plain).
+    # Positions at evaluation: plain (0, 1, 2, ...), or drawn by one of the random schemes
+    # above: tensor2tensor draws its offsets at evaluation too, and Ruoss et al. 2023's code its
+    # subsets (a model trained on sorted random subsets of 0 .. max_len - 1 has never seen
+    # consecutive positions). Drawn from the "positions" rng the caller passes (evaluation
+    # passes a fresh key per batch: train.step.eval_step), else from a fixed key; cached
+    # decoding reads the cache index (plain).
     eval_positions: str = "plain"
 
     def __post_init__(self):
@@ -102,19 +107,23 @@ class PositionalConfig:
         F.check_int(f"{self.PREFIX}.max_len", self.max_len, 1)
         F.check_choice(f"{self.PREFIX}.train_positions", self.train_positions, TRAIN_POSITIONS)
         F.check_choice(f"{self.PREFIX}.eval_positions", self.eval_positions, EVAL_POSITIONS)
-        if self.eval_positions == "randomized" and self.train_positions != "randomized":
+        subsets = ("randomized", "batch_randomized")
+        if self.eval_positions in subsets and self.train_positions not in subsets:
             raise ValueError(
-                f"{self.PREFIX}.eval_positions='randomized' evaluates with the positions of "
-                f"train_positions='randomized', but {self.PREFIX}.train_positions="
-                f"{self.train_positions!r}; valid: eval_positions='plain', or both 'randomized'"
+                f"{self.PREFIX}.eval_positions={self.eval_positions!r} evaluates with random "
+                f"subsets of positions, which only a model trained on them reads, but "
+                f"{self.PREFIX}.train_positions={self.train_positions!r}; valid: "
+                f"eval_positions='plain', or train_positions one of {list(subsets)}"
             )
         valid = ENCODINGS[self.kind].train_positions
-        if self.train_positions not in valid:
-            raise ValueError(
-                f"{self.PREFIX}.train_positions={self.train_positions!r} has no effect with "
-                f"{self.PREFIX}.kind={self.kind!r} (it reads only distances between positions, "
-                f"or none); valid for {self.kind!r}: {list(valid)}"
-            )
+        for field in ("train_positions", "eval_positions"):
+            value = getattr(self, field)
+            if value not in valid:
+                raise ValueError(
+                    f"{self.PREFIX}.{field}={value!r} has no effect with "
+                    f"{self.PREFIX}.kind={self.kind!r} (it reads only distances between "
+                    f"positions, or none); valid for {self.kind!r}: {list(valid)}"
+                )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,14 +157,17 @@ class FeedForwardConfig:
 
     PREFIX: ClassVar[str] = "model.ffn"
 
-    activation: str = "relu"  # relu | gelu | swiglu; see transformer_jax.layers.feedforward
+    activation: str = "relu"  # relu | gelu (tanh approx.) | gelu_exact | swiglu: feedforward.py
     d_ff: int = 512  # hidden width
+    # On the hidden activations (tensor2tensor's relu_dropout; 0.1 in transformer_base_v2).
+    dropout_rate: float = 0.0
 
     def __post_init__(self):
         from transformer_jax.layers.feedforward import ACTIVATIONS
 
         F.check_choice(f"{self.PREFIX}.activation", self.activation, ACTIVATIONS.names())
         F.check_int(f"{self.PREFIX}.d_ff", self.d_ff, 1)
+        F.check_float(f"{self.PREFIX}.dropout_rate", self.dropout_rate, at_least=0.0, below=1.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,9 +206,15 @@ class UniversalConfig:
     # transform: it keeps being transformed, as in tensor2tensor, so what the still-running
     # positions attend to differs; the halted position's own output is frozen either way.
     act_halted: str = "freeze"
+    # The signal of the step number added before every step: sinusoidal (the paper's text) or
+    # learned (tensor2tensor's default). See transformer_jax.layers.step_signals.
+    step_signal: str = "sinusoidal"
 
     def __post_init__(self):
+        from transformer_jax.layers.step_signals import STEP_SIGNALS
+
         p = self.PREFIX
+        F.check_choice(f"{p}.step_signal", self.step_signal, STEP_SIGNALS.names())
         F.check_int(f"{p}.steps", self.steps, 0)
         F.check_bool(f"{p}.act", self.act)
         F.check_float(f"{p}.act_threshold_eps", self.act_threshold_eps, above=0.0, at_most=1.0)

@@ -64,6 +64,7 @@ def _check_lengths(cfg: ml_collections.ConfigDict) -> None:
     require_at_least("num_train", cfg.num_train, 1)
     require_at_least("num_test", cfg.num_test, 1)
     require_at_least("num_test_long", cfg.num_test_long, 0)
+    require_at_least("num_validation", cfg.num_validation, 0)
     if cfg.num_test_long > 0 and cfg.variant == "t2t":
         require(
             cfg.long_max_len > cfg.max_len,
@@ -128,6 +129,7 @@ class AlgorithmicData:
             data_seed=cfg.data_seed,
             variant=variant,
             test_lengths=tuple(cfg.test_lengths),
+            num_validation=cfg.num_validation,
         )
         builder = builders.AlgorithmicSeq2seq(
             config=config, data_dir=cfg.data_dir, file_format="array_record"
@@ -143,11 +145,13 @@ class AlgorithmicData:
         by_length = {builders.length_split(n): n for n in cfg.test_lengths}
         eval_splits = ("test", "test_long") if cfg.num_test_long > 0 else ("test",)
         eval_splits += tuple(by_length)
+        # Last, so that the first eval split (the default of analyses) stays test.
+        eval_splits += ("validation",) if cfg.num_validation > 0 else ()
         split_lengths = {}
         if cfg.max_input_len == -1 and cfg.max_target_len == -1:
             # Derived lengths: each split is padded only as far as its sequences go.
             short = algorithmic.max_lengths(task, cfg.max_len, variant)
-            split_lengths = {"train": short, "test": short}
+            split_lengths = {"train": short, "test": short, "validation": short}
             if cfg.num_test_long > 0:
                 split_lengths["test_long"] = algorithmic.max_lengths(
                     task, cfg.long_max_len, variant

@@ -64,6 +64,11 @@ class AlgorithmicConfig(tfds.core.BuilderConfig):
     data_seed: int = 0
     variant: str = "default"  # or "t2t": see algorithmic.t2t_examples
     test_lengths: tuple[int, ...] = ()  # one split "test_len<L>" per length, all of length L
+    num_validation: int = 0  # a "validation" split, drawn like test from a stream of its own
+
+
+# The spawn key of the validation split's random stream (the other splits use 0, 1, 2, ...).
+VALIDATION_STREAM = 1_000
 
 
 def length_split(length: int) -> str:
@@ -74,24 +79,26 @@ def length_split(length: int) -> str:
 def algorithmic_config(**params) -> AlgorithmicConfig:
     """The config, named after every parameter.
 
-    E.g. "reverse-sym10-len1to20-long21to40-n1000-100-100-seed0", with "-t2t" and
-    "-at40.400" (test_lengths) appended when set.
+    E.g. "reverse-sym10-len1to20-long21to40-n1000-100-100-seed0", with "-t2t", "-at40.400"
+    (test_lengths) and "-val1000" (num_validation) appended when set.
     """
     c = AlgorithmicConfig(name="unnamed", **params)
     symbols = "" if c.task == "addition" else f"-sym{c.num_symbols}"
     answer = "-revans" if c.task == "addition" and c.reverse_answer else ""
     variant = "" if c.variant == "default" else f"-{c.variant}"
     at = f"-at{'.'.join(map(str, c.test_lengths))}" if c.test_lengths else ""
+    val = f"-val{c.num_validation}" if c.num_validation else ""
     c.name = (
         f"{c.task}{symbols}-len{c.min_len}to{c.max_len}-long{c.long_min_len}to{c.long_max_len}"
         f"-n{c.num_train}-{c.num_test}-{c.num_test_long}-seed{c.data_seed}{answer}{variant}{at}"
+        f"{val}"
     )
     return c
 
 
 class AlgorithmicSeq2seq(_OfflineBuilder, skip_registration=True):
     """Copy / reverse / sort / addition with splits train, test and test_long (longer inputs),
-    and one test_len<L> split per entry of test_lengths."""
+    one test_len<L> split per entry of test_lengths, and validation (num_validation > 0)."""
 
     name = "algorithmic_seq2seq"
     VERSION = tfds.core.Version("1.0.0")
@@ -125,6 +132,11 @@ class AlgorithmicSeq2seq(_OfflineBuilder, skip_registration=True):
             splits["test_long"] = (seeds[2], c.num_test_long, long_min, c.long_max_len)
         for seed, length in zip(seeds[3:], c.test_lengths, strict=True):
             splits[length_split(length)] = (seed, c.num_test, length, length)
+        if c.num_validation > 0:
+            # A stream of its own (spawn key VALIDATION_STREAM, far past the others), so adding
+            # validation changes no other split: train and test stay those of earlier runs.
+            seed = np.random.SeedSequence(c.data_seed, spawn_key=(VALIDATION_STREAM,))
+            splits["validation"] = (seed, c.num_validation, c.min_len, c.max_len)
         return {name: self._generate_examples(*args) for name, args in splits.items()}
 
     def _generate_examples(self, seed_seq, num_examples, min_len, max_len):
@@ -155,28 +167,42 @@ class TextFileConfig(tfds.core.BuilderConfig):
     path: str = ""
     sha256: str = ""
     validation_fraction: float = 0.1
+    test_fraction: float = 0.0
 
 
-def text_file_config(path: Path, content: bytes, validation_fraction: float) -> TextFileConfig:
-    """Config named "<file stem>-<16 hex of sha256>-val<fraction>"."""
+def text_file_config(
+    path: Path, content: bytes, validation_fraction: float, test_fraction: float = 0.0
+) -> TextFileConfig:
+    """Config named "<file stem>-<16 hex of sha256>-val<fraction>[-test<fraction>]"."""
     sha = hashlib.sha256(content).hexdigest()
     stem = re.sub(r"[^A-Za-z0-9_\-]", "_", path.stem)[:40] or "file"
+    test = f"-test{test_fraction!r}" if test_fraction else ""
     return TextFileConfig(
-        name=f"{stem}-{sha[:16]}-val{validation_fraction!r}",
+        name=f"{stem}-{sha[:16]}-val{validation_fraction!r}{test}",
         path=str(path),
         sha256=sha,
         validation_fraction=validation_fraction,
+        test_fraction=test_fraction,
     )
 
 
-def train_validation_split(text: str, validation_fraction: float) -> dict[str, str]:
-    """Character split: the first (1 - fraction) of the text is train, the rest validation."""
-    cut = int(len(text) * (1.0 - validation_fraction))
-    return {"train": text[:cut], "validation": text[cut:]}
+def text_splits(
+    text: str, validation_fraction: float, test_fraction: float = 0.0
+) -> dict[str, str]:
+    """Character split in file order: train, then validation, then (test_fraction > 0) test.
+
+    Train is the first 1 - (validation + test) of the text, so moving characters between
+    validation and test leaves train as it was (0.1 + 0 and 0.05 + 0.05 train the same text).
+    """
+    cut = int(len(text) * (1.0 - (validation_fraction + test_fraction)))
+    if not test_fraction:
+        return {"train": text[:cut], "validation": text[cut:]}
+    test_cut = int(len(text) * (1.0 - test_fraction))
+    return {"train": text[:cut], "validation": text[cut:test_cut], "test": text[test_cut:]}
 
 
 class LocalTextFile(_OfflineBuilder, skip_registration=True):
-    """Char-level LM data from a text file: splits train / validation, in file order.
+    """Char-level LM data from a text file: splits train / validation (/ test), in file order.
 
     Examples are consecutive chunks of the split's text ("text"); the metadata holds the
     vocabulary, the sorted set of the file's characters.
@@ -209,7 +235,8 @@ class LocalTextFile(_OfflineBuilder, skip_registration=True):
 
     def _split_generators(self, dl_manager):
         del dl_manager  # Nothing to download.
-        parts = train_validation_split(self._read_text(), self.builder_config.validation_fraction)
+        c = self.builder_config
+        parts = text_splits(self._read_text(), c.validation_fraction, c.test_fraction)
         return {name: self._generate_examples(text) for name, text in parts.items()}
 
     def _generate_examples(self, text: str):

@@ -143,18 +143,24 @@ def _read_text_file(path_value: str) -> tuple[Path, bytes, str]:
 
 def text_file_data(cfg: ml_collections.ConfigDict) -> CharStreamData:
     """Char-level LM on `cfg.path`; the vocabulary is the sorted set of the file's characters."""
-    fraction = cfg.validation_fraction
+    fraction, test = cfg.validation_fraction, cfg.test_fraction
     require(0.0 < fraction < 1.0, "validation_fraction", fraction, "a number in (0, 1)")
+    require(
+        0.0 <= test < 1.0 - fraction,
+        "test_fraction",
+        test,
+        f"a number in [0, {1.0 - fraction!r}) (train keeps the rest after validation_fraction)",
+    )
     path, content, text = _read_text_file(cfg.path)
-    sizes = {k: len(v) for k, v in builders.train_validation_split(text, fraction).items()}
+    sizes = {k: len(v) for k, v in builders.text_splits(text, fraction, test).items()}
     require(
         min(sizes.values()) > 0,
         "path",
         cfg.path,
-        f"a file long enough for both splits (split sizes in characters: {sizes})",
+        f"a file long enough for every split (split sizes in characters: {sizes})",
     )
     _check_seq_len(cfg, sizes["train"])
-    config = builders.text_file_config(path.resolve(), content, fraction)
+    config = builders.text_file_config(path.resolve(), content, fraction, test)
     builder = builders.LocalTextFile(
         config=config, data_dir=cfg.data_dir, file_format="array_record"
     )
@@ -168,7 +174,7 @@ def text_file_data(cfg: ml_collections.ConfigDict) -> CharStreamData:
         ),
         seq_len=cfg.seq_len,
         packing=cfg.packing,
-        eval_splits=("validation",),
+        eval_splits=("validation", "test") if test else ("validation",),
     )
 
 

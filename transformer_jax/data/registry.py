@@ -38,6 +38,9 @@ def _algorithmic(name: str) -> ml_collections.ConfigDict:
     c.num_train = 100_000  # training examples generated (epochs reshuffle them)
     c.num_test = 1_000  # test examples (same lengths as train)
     c.num_test_long = 1_000  # test_long examples for length generalisation; 0 = no test_long
+    # validation examples (same lengths as train, drawn apart from test), the split a sweep's
+    # nuisance settings are chosen on (docs/tuning.md); 0 = none (adding one changes no other)
+    c.num_validation = 0
     c.data_seed = 0  # seed that generates the dataset (part of its cache name)
     c.max_input_len = -1  # padded inputs length in tokens; -1 = longest possible input
     c.max_target_len = -1  # padded targets length in tokens incl. EOS; -1 = longest + 1
@@ -55,7 +58,8 @@ def _algorithmic(name: str) -> ml_collections.ConfigDict:
 def _text_file(name: str) -> ml_collections.ConfigDict:
     c = _common(name)
     c.path = ""  # UTF-8 text file to model (required)
-    c.validation_fraction = 0.1  # fraction of characters, taken from the end, for validation
+    c.validation_fraction = 0.1  # fraction of characters, before the test ones, for validation
+    c.test_fraction = 0.0  # fraction of characters, taken from the end, for test; 0 = no test
     c.seq_len = 128  # characters per row
     c.packing = False  # False: windows of the text; True: packed paragraphs + EOS
     return c

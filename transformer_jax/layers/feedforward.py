@@ -5,6 +5,7 @@ W_2 act(W_1 x); a gated one (GLU variants, Shazeer 2020) W_2 (act(W_1 x) * W_3 x
 activation is one registered entry here.
 """
 
+import functools
 from typing import NamedTuple
 
 import flax.linen as nn
@@ -21,7 +22,11 @@ class Activation(NamedTuple):
 
 ACTIVATIONS: Registry[Activation] = Registry("model.ffn.activation")
 ACTIVATIONS.add("relu", Activation(nn.relu, gated=False))
+# "gelu" is the tanh approximation of x Phi(x) (jax.nn.gelu's default; BERT and GPT-2 compute
+# it), "gelu_exact" the erf form of Hendrycks & Gimpel 2016; they differ by up to ~5e-4.
 ACTIVATIONS.add("gelu", Activation(nn.gelu, gated=False))
+_gelu_erf = functools.partial(nn.gelu, approximate=False)
+ACTIVATIONS.add("gelu_exact", Activation(_gelu_erf, gated=False))
 ACTIVATIONS.add("swiglu", Activation(nn.silu, gated=True))
 
 
@@ -33,7 +38,6 @@ class FeedForward(nn.Module):
 
     @nn.compact
     def __call__(self, x_BTD, *, train: bool = False):
-        del train
         activation = ACTIVATIONS[self.config.activation]
 
         def dense(features, name):
@@ -44,4 +48,6 @@ class FeedForward(nn.Module):
         h_BTF = activation.fn(dense(self.config.d_ff, "wi")(x_BTD))
         if activation.gated:
             h_BTF = h_BTF * dense(self.config.d_ff, "wg")(x_BTD)
+        if self.config.dropout_rate:  # tensor2tensor's relu_dropout, on the hidden units
+            h_BTF = nn.Dropout(self.config.dropout_rate)(h_BTF, deterministic=not train)
         return dense(x_BTD.shape[-1], "wo")(h_BTF)

@@ -87,15 +87,35 @@ def alibi_bias(
     return -slopes_N[None, :, None, None] * distance_BTS[:, None, :, :]
 
 
-TRAIN_POSITIONS = ("plain", "offset", "batch_offset", "randomized")
-EVAL_POSITIONS = ("plain", "randomized")
+# step_offset equals batch_offset in a stack of distinct layers; a Universal Transformer draws
+# it again at every recurrent step (see `step_offsets`).
+EVAL_POSITIONS = ("plain", "batch_offset", "step_offset", "randomized", "batch_randomized")
+TRAIN_POSITIONS = ("plain", "offset", *EVAL_POSITIONS[1:])
+
+
+def batch_offset_bound(length: int, max_len: int) -> int:
+    """One past the largest batch offset: tensor2tensor's [0, T) for a batch T tokens long,
+    cut to [0, max_len - T] where the table is shorter than 2 T - 1."""
+    return min(length, max_len - length + 1)
+
+
+def step_offsets(key: jnp.ndarray, num_steps: int, length: int, max_len: int) -> jnp.ndarray:
+    """(num_steps,) int32 offsets, step u's from fold_in(key, u), each uniform in
+    [0, batch_offset_bound): tensor2tensor draws `tf.random_uniform([], maxval=length)` inside
+    every recurrent step of the Universal Transformer (universal_transformer_util.py, in
+    add_position_timing_signal, called from step_preprocess). Step 0's offset is the
+    batch_offset positions drawn from fold_in(key, 0)."""
+    bound = batch_offset_bound(length, max_len)
+    return jnp.stack(
+        [jax.random.randint(jax.random.fold_in(key, u), (), 0, bound) for u in range(num_steps)]
+    )
 
 
 def training_positions(
     scheme: str, key: jnp.ndarray, valid_BT: jnp.ndarray, max_len: int
 ) -> jnp.ndarray:
-    """Positions (B, T) int32 for one training batch whose real tokens are `valid_BT`'s leading
-    True entries; every position lies in [0, max_len), and a row's real tokens get strictly
+    """Positions (B, T) int32 for one batch whose real tokens are `valid_BT`'s leading True
+    entries; every position lies in [0, max_len), and a row's real tokens get strictly
     increasing positions, so position-built causal masks stay correct.
 
     offset: row b's positions are o_b, o_b + 1, ... with o_b uniform in [0, max_len - n_b]
@@ -105,9 +125,16 @@ def training_positions(
       uniform in [0, T), T the batch's padded length (in [0, max_len - T] where the table is
       shorter than 2 T). Training reaches positions up to about twice the training length, not
       the whole table, and the task stays nearly as easy to learn as with plain positions.
+    step_offset: batch_offset drawn from fold_in(key, 0); a Universal Transformer redraws it at
+      every recurrent step (`step_offsets`), as tensor2tensor does.
     randomized: row b's real tokens get n_b positions drawn uniformly without replacement
-      from [0, max_len) and sorted (Ruoss et al. 2023, §3); drawn for the real length, not the
-      padded one, so that long rows and short rows alike reach the end of the range.
+      from [0, max_len) and sorted; drawn per row and for the real length, not the padded one,
+      so that long rows and short rows alike reach the end of the range.
+    batch_randomized: Ruoss et al. (2023)'s code (models/positional_encodings.py,
+      noisy_fixed_positional_encodings: `jrandom.choice(rng, jnp.arange(noise_max_length),
+      shape=(sequence_length,), replace=False)` then `jnp.sort`): ONE sorted subset of T
+      positions per batch, T its padded length, shared by every row (a row of n_b real tokens
+      reads the first n_b).
     Padding gets distinct unused positions (offset: clipped to max_len - 1); attention masks
     it out.
     """
@@ -122,9 +149,14 @@ def training_positions(
         offset_B1 = jax.random.randint(key, (batch, 1), 0, max_len - n_B1 + 1)
         steps_1T = jnp.arange(length, dtype=jnp.int32)[None, :]
         return jnp.minimum(offset_B1 + steps_1T, max_len - 1)
-    if scheme == "batch_offset":
-        offset = jax.random.randint(key, (), 0, min(length, max_len - length + 1))
+    if scheme in ("batch_offset", "step_offset"):
+        if scheme == "step_offset":
+            key = jax.random.fold_in(key, 0)
+        offset = jax.random.randint(key, (), 0, batch_offset_bound(length, max_len))
         return jnp.broadcast_to(offset + jnp.arange(length, dtype=jnp.int32), (batch, length))
+    if scheme == "batch_randomized":
+        subset_T = jax.random.choice(key, max_len, shape=(length,), replace=False)
+        return jnp.broadcast_to(jnp.sort(subset_T).astype(jnp.int32), (batch, length))
     if scheme == "randomized":
         # The n_b slots of lowest random score are chosen; sorting chosen-first, then by slot,
         # lists them in increasing order, followed by the unchosen ones.
@@ -270,7 +302,7 @@ class Rotary(PositionalEncoding):
     distances.
     """
 
-    train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized")
+    train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized", "batch_randomized")
 
     def check(self, model_config):
         if model_config.head_dim % 2:
@@ -294,7 +326,7 @@ class ALiBi(PositionalEncoding):
     output reads the last input): accuracy should fall with length.
     """
 
-    train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized")
+    train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized", "batch_randomized")
 
     def logit_bias(self, q_pos_BT, k_pos_BS, num_heads, *, causal):
         return alibi_bias(q_pos_BT, k_pos_BS, num_heads, causal=causal)

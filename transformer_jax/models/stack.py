@@ -13,7 +13,8 @@ from transformer_jax.layers.positional import AddPositional, encoding, training_
 from transformer_jax.models.blocks import BlockContext
 from transformer_jax.models.scan import apply_layers
 
-# model.positional.eval_positions="randomized" without a "positions" rng draws from this seed.
+# model.positional.eval_positions other than "plain", without a "positions" rng, draws from this
+# seed.
 EVAL_POSITIONS_SEED = 0
 
 
@@ -85,8 +86,8 @@ class TransformerStack(nn.Module):
 
     In training, `model.positional.train_positions` other than "plain" replaces the default
     positions with random ones from the "positions" rng stream (`training_positions`); in
-    evaluation `model.positional.eval_positions` does ("randomized": from that stream when given,
-    else from a fixed key).
+    evaluation `model.positional.eval_positions` does (from that stream when given, else from a
+    fixed key).
     """
 
     config: ModelConfig
@@ -107,23 +108,33 @@ class TransformerStack(nn.Module):
         memory_valid_BS=None,
         train: bool = False,
     ):
+        key = self._positions_key(positions_BT, segment_ids_BT, train)
         q_pos_BT, context = self._context(
-            valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS, train
+            valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS, train, key
         )
         # Default or packed positions grow with the index within a document, so the
         # position-built causal mask hides every later key; explicit positions need not.
         blocked = self.causal and (positions_BT is None or segment_ids_BT is not None)
         x_BTD = self._body(
-            x_BTD, q_pos_BT, context, valid_BT=valid_BT, blocked=blocked, train=train
+            x_BTD,
+            q_pos_BT,
+            context,
+            valid_BT=valid_BT,
+            blocked=blocked,
+            train=train,
+            positions_key=key,
         )
         if self.config.norm.position == "pre":
             x_BTD = make_norm(self.config.norm, name="final_norm")(x_BTD, train=train)
         return x_BTD
 
-    def _body(self, x_BTD, q_pos_BT, context, *, valid_BT, blocked: bool, train: bool):
+    def _body(
+        self, x_BTD, q_pos_BT, context, *, valid_BT, blocked: bool, train: bool, positions_key
+    ):
         """Positions, dropout and the layers: (B, T, D) embeddings -> (B, T, D) states.
-        `blocked`: the causal mask hides every later key (see MultiHeadAttention)."""
-        del valid_BT
+        `blocked`: the causal mask hides every later key (see MultiHeadAttention).
+        `positions_key`: the key the random positions were drawn from, or None."""
+        del valid_BT, positions_key
         cfg = self.config
         x_BTD = AddPositional(cfg.positional, name="positional")(x_BTD, q_pos_BT)
         x_BTD = nn.Dropout(cfg.dropout_rate)(x_BTD, deterministic=not train)
@@ -138,10 +149,12 @@ class TransformerStack(nn.Module):
             causal=blocked,
         )
 
-    def _context(self, valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS, train):
+    def _context(
+        self, valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS, train, key
+    ):
         """-> query positions (B, T) and the BlockContext every layer (or step) shares."""
         q_pos_BT, k_pos_BS, k_valid_BS, cache_index = self._positions(
-            valid_BT, positions_BT, segment_ids_BT, train
+            valid_BT, positions_BT, segment_ids_BT, train, key
         )
         context = build_context(
             self.config,
@@ -156,29 +169,41 @@ class TransformerStack(nn.Module):
         )
         return q_pos_BT, context
 
-    def _positions(self, valid_BT, positions_BT, segment_ids_BT, train):
-        """-> query positions (B, T), key positions and validity (B, S), cache index or None."""
-        if self.use_cache:
-            return self._cached_positions(valid_BT, positions_BT, segment_ids_BT)
+    def _scheme(self, train: bool) -> str:
+        """The positions scheme of this pass: train_positions or eval_positions."""
         positional = self.config.positional
-        scheme = positional.train_positions if train else positional.eval_positions
-        if scheme == "plain":
-            q_pos_BT = default_positions(valid_BT) if positions_BT is None else positions_BT
-        elif positions_BT is not None or segment_ids_BT is not None:
+        return positional.train_positions if train else positional.eval_positions
+
+    def _positions_key(self, positions_BT, segment_ids_BT, train):
+        """The key random positions are drawn from, or None for plain or cached positions:
+        the "positions" rng stream when the caller passes one, else (evaluation) a fixed key
+        per stack, so that evaluations without one are deterministic."""
+        scheme = self._scheme(train)
+        if self.use_cache or scheme == "plain":
+            return None
+        if positions_BT is not None or segment_ids_BT is not None:
             field = "train_positions" if train else "eval_positions"
             raise ValueError(
                 f"model.positional.{field}={scheme!r} draws the positions of whole "
                 "sequences; it cannot serve inputs with given positions or packed segments "
                 f"(a classifier, a ViT or packed batches): use {field}='plain'"
             )
+        if self.has_rng("positions"):
+            return self.make_rng("positions")
+        return jax.random.fold_in(
+            jax.random.PRNGKey(EVAL_POSITIONS_SEED), zlib.crc32(str(self.name).encode())
+        )
+
+    def _positions(self, valid_BT, positions_BT, segment_ids_BT, train, key):
+        """-> query positions (B, T), key positions and validity (B, S), cache index or None."""
+        if self.use_cache:
+            return self._cached_positions(valid_BT, positions_BT, segment_ids_BT)
+        if key is None:
+            q_pos_BT = default_positions(valid_BT) if positions_BT is None else positions_BT
         else:
-            if self.has_rng("positions"):
-                key = self.make_rng("positions")
-            else:  # Evaluation: a fixed key per stack, so evaluations are deterministic.
-                key = jax.random.fold_in(
-                    jax.random.PRNGKey(EVAL_POSITIONS_SEED), zlib.crc32(str(self.name).encode())
-                )
-            q_pos_BT = training_positions(scheme, key, valid_BT, positional.max_len)
+            q_pos_BT = training_positions(
+                self._scheme(train), key, valid_BT, self.config.positional.max_len
+            )
         return q_pos_BT, q_pos_BT, valid_BT, None
 
     def _cached_positions(self, valid_BT, positions_BT, segment_ids_BT):

@@ -3,8 +3,10 @@ Computation Time (Dehghani et al. 2019; Graves 2016).
 
 A stack of N distinct layers becomes ONE `Block` applied for T steps with shared weights. Before
 every step t = 1..T the coordinate signal is added: the stack's absolute position signal
-(whatever `positional` is; nothing for rotary, alibi and none, which act inside attention) plus
-the sinusoidal signal of the step number t (the sinusoidal table read at row t).
+(whatever `positional` is; nothing for rotary, alibi and none, which act inside attention; with
+train/eval_positions="step_offset" shifted by a fresh random offset at every step, as
+tensor2tensor does) plus the signal of the step number t (row t of the sinusoidal table, or of a
+learned one: `model.universal.step_signal`, transformer_jax.layers.step_signals).
 
   fixed steps (act=False):  h_t = Block(h_{t-1} + P + S_t),   output h_T.
   ACT (act=True), per position, Graves 2016 with the tensor2tensor threshold test:
@@ -34,9 +36,10 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from transformer_jax.config import ModelConfig
-from transformer_jax.layers.positional import AddPositional, sinusoidal_table
+from transformer_jax.layers.positional import AddPositional, step_offsets
+from transformer_jax.layers.step_signals import STEP_SIGNALS
 from transformer_jax.models.blocks import Block, BlockContext
-from transformer_jax.models.stack import TransformerStack
+from transformer_jax.models.stack import TransformerStack, default_positions
 
 
 class ActState(NamedTuple):
@@ -87,7 +90,7 @@ class UniversalStep(nn.Module):
     @nn.compact
     def __call__(self, carry: ActState, step_inputs, position_BTD, context: BlockContext):
         cfg = self.config
-        step, step_signal_D = step_inputs  # step in 1..num_steps; its sinusoidal signal (D,)
+        step, step_signal_D = step_inputs  # step in 1..num_steps; its step signal (D,)
         x_BTD = carry.state_BTD + (position_BTD + step_signal_D[None, None]).astype(
             carry.state_BTD.dtype
         )
@@ -127,19 +130,31 @@ class UniversalStack(TransformerStack):
     (B, T, D) embeddings -> (B, T, D) states. Pre-norm stacks end with a final norm, as there.
     """
 
-    def _body(self, x_BTD, q_pos_BT, context, *, valid_BT, blocked: bool, train: bool):
+    def _body(
+        self, x_BTD, q_pos_BT, context, *, valid_BT, blocked: bool, train: bool, positions_key
+    ):
         """Positions, dropout and the recurrence: (B, T, D) embeddings -> (B, T, D) states."""
         del blocked  # The shared block attends over the whole T x T square (no causal blocks).
         cfg = self.config
-        # The position part of the coordinates, added at every step rather than once.
-        position_BTD = AddPositional(cfg.positional, name="positional")(
-            jnp.zeros(x_BTD.shape, jnp.float32), q_pos_BT
-        )
+        num_steps = cfg.universal.num_steps(self.num_layers)
+        # The position part of the coordinates, added at every step rather than once: one
+        # (B, T, D) signal for every step, or with step_offset a (U, B, T, D) stack, a fresh
+        # offset per step (the masks, built from step 0's positions, hold for every shift).
+        add_positional = AddPositional(cfg.positional, name="positional")
+        if positions_key is not None and self._scheme(train) == "step_offset":
+            (batch, length), d_model = x_BTD.shape[:2], x_BTD.shape[-1]
+            offsets_U = step_offsets(positions_key, num_steps, length, cfg.positional.max_len)
+            pos_UBT = offsets_U[:, None, None] + default_positions(x_BTD)[None]
+            position = add_positional(
+                jnp.zeros((num_steps * batch, length, d_model), jnp.float32),
+                pos_UBT.reshape(num_steps * batch, length),
+            ).reshape(num_steps, batch, length, d_model)
+        else:
+            position = add_positional(jnp.zeros(x_BTD.shape, jnp.float32), q_pos_BT)
         x_BTD = nn.Dropout(cfg.dropout_rate)(x_BTD, deterministic=not train)
 
-        num_steps = cfg.universal.num_steps(self.num_layers)
         steps_U = jnp.arange(1, num_steps + 1, dtype=jnp.int32)
-        step_signal_UD = jnp.asarray(sinusoidal_table(num_steps + 1, x_BTD.shape[-1])[1:])
+        step_signal_UD = STEP_SIGNALS[cfg.universal.step_signal](self, num_steps, x_BTD.shape[-1])
         zeros_BT = jnp.zeros(x_BTD.shape[:2], jnp.float32)
         carry = ActState(
             state_BTD=x_BTD,
@@ -156,7 +171,7 @@ class UniversalStack(TransformerStack):
             # recurrent batch norm, Cooijmans et al. 2017; its scale and shift stay shared).
             variable_axes={"cache": 0, "intermediates": 0, "diagnostics": 0, "batch_stats": 0},
             split_rngs={"params": False, "dropout": True},
-            in_axes=(0, nn.broadcast, nn.broadcast),
+            in_axes=(0, 0 if position.ndim == 4 else nn.broadcast, nn.broadcast),
             length=num_steps,
         )
         carry, _ = recurrence(
@@ -166,7 +181,7 @@ class UniversalStack(TransformerStack):
             use_cache=self.use_cache,
             train=train,
             name="recurrence",
-        )(carry, (steps_U, step_signal_UD), position_BTD, context)
+        )(carry, (steps_U, step_signal_UD), position, context)
         if cfg.universal.act:
             self._record_ponder(carry, valid_BT)
             return carry.output_BTD.astype(x_BTD.dtype)

@@ -215,3 +215,42 @@ def plot_length_curve(
     ax.legend(fontsize="small")
     fig.savefig(path, dpi=120)
     return True
+
+
+_LINE_STYLES = ("-", "--", ":", "-.")
+
+
+def plot_isolation(
+    curves: Mapping[str, Sequence[tuple[float, float]]],
+    groups: Mapping[str, str],
+    x_label: str,
+    y_label: str,
+    title: str,
+    path: str,
+) -> bool:
+    """The Tuning Playbook's isolation plot: y_label (the selection metric) against x_label (a
+    nuisance value, log axis), one line per variant of `curves` (variant -> [(x, y)]); variants
+    of one `groups` value (the level of the scientific factor) share a colour, told apart by the
+    line style. Returns False (writing nothing) when no variant has a point."""
+    if not any(curves.values()):
+        return False
+    fig, ax = _new_figure()
+    colours = {g: f"C{i % 10}" for i, g in enumerate(dict.fromkeys(groups.values()))}
+    seen: dict[str, int] = {}
+    for name, points in curves.items():
+        if not points:
+            continue
+        group = groups[name]
+        style = _LINE_STYLES[seen.get(group, 0) % len(_LINE_STYLES)]
+        seen[group] = seen.get(group, 0) + 1
+        xs, ys = zip(*points, strict=True)
+        ax.plot(xs, ys, color=colours[group], ls=style, marker="o", ms=4, label=name)
+    if all(x > 0 for points in curves.values() for x, _ in points):
+        ax.set_xscale("log")
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.savefig(path, dpi=120)
+    return True

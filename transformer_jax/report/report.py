@@ -23,6 +23,7 @@ from transformer_jax.report import (
     plots,
     summary,
     tables,
+    tuning,
 )
 from transformer_jax.report.factorial_tables import EFFECTS_CSV
 from transformer_jax.run_dir import git_commit, read_config
@@ -94,6 +95,27 @@ def _train_length(records) -> int | None:
     return None
 
 
+def _isolation_plots(workdir: str, sweep: Sweep, runs) -> list[tuple[str, str]]:
+    """One isolation plot per scientific factor (a flat sweep's variants are one factor):
+    select_on against the learning rate, one line per variant, coloured by the factor's level;
+    returns (title, file name) of those written."""
+    key, curves = tuning.isolation_curves(sweep, runs)
+    factors = {
+        f.name: {v: sweep.cell_of(v)[i] if sweep.cell_of(v) is not None else v for v in curves}
+        for i, f in enumerate(sweep.trained_factors)
+    } or {"variant": {v: v for v in curves}}
+    out = []
+    for name, groups in factors.items():
+        fname = f"isolation_{_slug(name)}.png"
+        title = f"{sweep.select_on} vs {key}, one line per variant (colour: {name})"
+        y_label = f"{sweep.select_on} (mean over seeds, best over other nuisance values)"
+        if plots.plot_isolation(curves, groups, key, y_label, title, os.path.join(workdir, fname)):
+            out.append((f"Isolation plot of {name}: {sweep.select_on} against {key}", fname))
+        else:
+            _remove_stale(workdir, fname)
+    return out
+
+
 def write_report(
     workdir: str,
     digits: int = 3,
@@ -111,14 +133,20 @@ def write_report(
     resolved = read_sweep_json(workdir)
     sweep = Sweep.from_dict(resolved)
     runs = summary.read_runs(sweep, workdir, runs_csv)
-    rows = summary.summarize(sweep, runs, confidence)
     all_runs = [r for records in runs.values() for r in records]
+    tuned = None
+    if sweep.nuisance:
+        # Every variant at the setting chosen on validation (report/tuning.py); the tables,
+        # plots and CSVs below are of these, the Tuning section compares with the default.
+        by_run_variant, tuned = runs, tuning.select(sweep, runs)
+        runs = tuned.tuned
+    rows = summary.summarize(sweep, runs, confidence)
     metric_tables = factorial.metric_tables(sweep, rows, confidence)
 
     with open(os.path.join(workdir, RESULTS_CSV), "w") as f:
         f.write(tables.results_csv(rows, sweep.metrics, confidence))
     with open(os.path.join(workdir, RUNS_CSV), "w") as f:
-        f.write(tables.runs_csv(all_runs, sweep.metrics))
+        f.write(tables.runs_csv(all_runs, sweep.recorded_metrics))
     with open(os.path.join(workdir, TABLE_TEX), "w") as f:
         # A factorial sweep's paper table is its effects, each against its own reference.
         f.write(
@@ -162,6 +190,15 @@ def write_report(
         else:
             _remove_stale(workdir, fname)
 
+    tuning_lines = []
+    if tuned is not None:
+        with open(os.path.join(workdir, tuning.SELECTION_CSV), "w") as f:
+            f.write(tuning.selection_csv(sweep, tuned, by_run_variant))
+        untuned_rows = summary.summarize(sweep, tuned.untuned, confidence)
+        tuning_lines = ["", "## Tuning", ""]
+        tuning_lines += tuning.section(sweep, tuned, rows, untuned_rows, digits, confidence)
+        figures += _isolation_plots(workdir, sweep, by_run_variant)
+
     lines = _header(resolved, sweep, rows, git_commit())
     lines += ["", "## Results", ""]
     if metric_tables:
@@ -203,6 +240,7 @@ def write_report(
         + f"[`{RUNS_CSV}`]({RUNS_CSV}) (every run), [`{TABLE_TEX}`]({TABLE_TEX}) (LaTeX, "
         + ("booktabs, the effects)." if metric_tables else "booktabs)."),
     ]
+    lines += tuning_lines
     if sweep.factors:
         lines += ["", "## Factors", ""] + factorial_tables.factors_section(sweep)
     lines += ["", "## Variants", ""]
@@ -216,7 +254,7 @@ def write_report(
     bootstrap = bleu_bootstrap.sweep_section(runs, sweep.baseline)
     if bootstrap:
         lines += [""] + bootstrap
-    found = summary.notes(sweep, rows)
+    found = summary.notes(sweep, rows) + (list(tuned.notes) if tuned is not None else [])
     if runs_csv is not None:
         found.insert(
             0,
@@ -239,7 +277,8 @@ def write_report(
         )
     if found:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in found]
-    lines += ["", "## Runs", "", tables.runs_markdown_table(all_runs, sweep.metrics, digits)]
+    lines += ["", "## Runs", ""]
+    lines += [tables.runs_markdown_table(all_runs, sweep.recorded_metrics, digits)]
 
     path = os.path.join(workdir, REPORT_FILE)
     with open(path, "w") as f:

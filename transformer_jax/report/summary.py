@@ -76,8 +76,9 @@ def _finite_mean(values: Sequence[float | None]) -> float:
 def read_runs(
     sweep: Sweep, workdir: str, runs_csv: str | Sequence[str] | None = None
 ) -> dict[str, tuple[RunRecord, ...]]:
-    """Every (variant, seed) of the sweep, in sweep order, read from its run directory, or from
-    runs.csv files when given.
+    """Every (run variant, seed) of the sweep, in sweep order, read from its run directory, or
+    from runs.csv files when given. Run variants are the variants, or with nuisance factors
+    "<variant>/<setting>" (sweep.run_variants; report/tuning.py chooses among the settings).
 
     With several files (e.g. the committed results and a workdir that trained only new cells)
     a run one file lists as missing is taken from another; two files with a result for the same
@@ -87,7 +88,7 @@ def read_runs(
     if runs_csv is None:
         return {
             name: tuple(read_run(workdir, name, seed) for seed in sweep.seeds)
-            for name in sweep.variants
+            for name in sweep.run_variants
         }
     paths = [runs_csv] if isinstance(runs_csv, str) else list(runs_csv)
     records: dict[tuple[str, int], RunRecord] = {}
@@ -100,12 +101,12 @@ def read_runs(
             if key not in records or records[key].status == "missing":
                 records[key] = record
     unknown = sorted(
-        f"{v}/seed_{s}" for v, s in records if v not in sweep.variants or s not in sweep.seeds
+        f"{v}/seed_{s}" for v, s in records if v not in sweep.run_variants or s not in sweep.seeds
     )
     if unknown:
         raise ValueError(
             f"{', '.join(paths)} list runs that are not part of the sweep: {', '.join(unknown)}; "
-            f"its variants: {', '.join(sweep.variants)}; seeds: "
+            f"its variants: {', '.join(sweep.run_variants)}; seeds: "
             f"{', '.join(map(str, sweep.seeds))}"
         )
     return {
@@ -114,7 +115,7 @@ def read_runs(
             or RunRecord(name, seed, run_dir(workdir, name, seed), "missing")
             for seed in sweep.seeds
         )
-        for name in sweep.variants
+        for name in sweep.run_variants
     }
 
 

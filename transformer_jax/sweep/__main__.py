@@ -1,7 +1,7 @@
 """The sweep command line: runs a sweep file into a workdir, or only rebuilds its report.
 
-    python -m transformer_jax.sweep --sweep=experiments/attention_scale.py --workdir=/tmp/scale
-    python -m transformer_jax.sweep --workdir=/tmp/scale --report_only
+    python -m transformer_jax.sweep --sweep=experiments/attention_scale.py --workdir=runs/scale
+    python -m transformer_jax.sweep --workdir=runs/scale --report_only
     python -m transformer_jax.sweep --sweep=experiments/attention_scale.py \
         --workdir=results/attention_scale --report_only --runs_csv=results/attention_scale/runs.csv
     python -m transformer_jax.sweep --sweep=... --workdir=DIR --launcher=slurm --slurm_gpus=1
@@ -13,12 +13,12 @@ its jobs are queued), 2 for a bad sweep file, flag or workdir, 130 when interrup
 """
 
 import os
-import shlex
 import sys
 from collections.abc import Sequence
 
 from absl import app, flags
 
+from transformer_jax.commands import recorded_command
 from transformer_jax.report.report import read_sweep_json, write_report
 from transformer_jax.sweep import slurm
 from transformer_jax.sweep.runner import DEFAULT_MAIN, run_sweep, update_sweep_json
@@ -134,7 +134,7 @@ def _main(argv: Sequence[str]) -> int:
             seeds=seeds,
             quick=f.quick,
             main_module=f.main_module,
-            command=shlex.join(["python", "-m", "transformer_jax.sweep", *sys.argv[1:]]),
+            command=recorded_command("transformer_jax.sweep", sys.argv[1:]),
             seed_groups=f.seed_groups,
             compile_cache=f.compile_cache,
         )
@@ -155,7 +155,7 @@ def _main(argv: Sequence[str]) -> int:
         seed_groups=f.seed_groups,
         compile_cache=f.compile_cache,
         main_module=f.main_module,
-        command=shlex.join(["python", "-m", "transformer_jax.sweep", *sys.argv[1:]]),
+        command=recorded_command("transformer_jax.sweep", sys.argv[1:]),
     )
     print(results_section(os.path.join(workdir, "report.md")))
     # Failed or unfinished runs leave a non-zero exit so scripts notice; diverged runs are results.

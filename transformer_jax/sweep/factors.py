@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _DOTTED_KEY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _SCALARS = (bool, int, float, str)
 
@@ -67,8 +67,8 @@ def check_overrides_dict(where: str, overrides: Any) -> dict[str, Any]:
 
 
 def _check_name(what: str, name: Any) -> None:
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ValueError(f"{what} {name!r}: must match {_NAME.pattern}")
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise ValueError(f"{what} {name!r}: must match {NAME.pattern}")
 
 
 @dataclasses.dataclass(frozen=True)

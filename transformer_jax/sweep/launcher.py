@@ -155,22 +155,27 @@ def gpu_slots(parallel: int) -> list[list[str] | None]:
     return [gpus[k * per : (k + 1) * per] for k in range(parallel)]
 
 
-def _die_with_parent():
-    """A Popen preexec_fn making the child receive SIGTERM (the trainer's save-and-stop) when
+def _child_setup(cpus: list[int] | None):
+    """A Popen preexec_fn run in the child before it starts the trainer: pins it to `cpus`
+    (None: no pinning), so XLA sizes its thread pools from the pinned set however late the
+    runner gets the CPU back, and makes it receive SIGTERM (the trainer's save-and-stop) when
     this runner dies, even by SIGKILL: an orphaned trainer would keep writing its run directory
-    while a rerun of the sweep starts a second one there. Linux prctl(PR_SET_PDEATHSIG); None
-    (no such guard) elsewhere. libc is looked up here, before the fork."""
-    if not sys.platform.startswith("linux"):
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    while a rerun of the sweep starts a second one there. Linux prctl(PR_SET_PDEATHSIG); no such
+    guard elsewhere. libc is looked up here, before the fork."""
+    prctl = None
+    if sys.platform.startswith("linux"):
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     parent = os.getpid()
 
-    def set_parent_death_signal():
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # The runner died before prctl took effect.
-            os.kill(os.getpid(), signal.SIGTERM)
+    def setup():
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+            if os.getppid() != parent:  # The runner died before prctl took effect.
+                os.kill(os.getpid(), signal.SIGTERM)
 
-    return set_parent_death_signal
+    return setup if cpus is not None or prctl is not None else None
 
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
@@ -238,12 +243,8 @@ class Launch:
             stderr=subprocess.PIPE,
             env=env,
             cwd=cwd,
-            preexec_fn=_die_with_parent(),
+            preexec_fn=_child_setup(cpus),
         )
-        if cpus is not None:
-            # OSError: the process already exited, nothing left to pin.
-            with contextlib.suppress(OSError):
-                os.sched_setaffinity(self.proc.pid, cpus)
         self.copiers = [threading.Thread(target=self._copy_stderr, daemon=True)]
         if self.proc.stdout is not None:
             self.copiers.append(threading.Thread(target=self._copy_stdout, daemon=True))

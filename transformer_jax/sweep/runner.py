@@ -5,7 +5,8 @@ Holds plan (the runs and their trainer commands), launches (the runs grouped by 
 check_commands (a run directory belongs to this sweep), update_sweep_json (WORKDIR/sweep.json)
 and run_sweep (launch, resume, report).
 
-Each run gets WORKDIR/<variant>/seed_<seed>/ and is launched as
+Each run gets WORKDIR/<variant>/seed_<seed>/ (with nuisance factors, sweep/nuisance.py,
+WORKDIR/<variant>/<setting>/seed_<seed>/, each setting its own seed group) and is launched as
 
     python -m transformer_jax.main --config=<config>[:arg] --workdir=<run dir> \
         --config.seed=<seed> --config.<key>=<value> ...
@@ -41,12 +42,19 @@ from absl import logging
 from ml_collections.config_flags import config_path
 
 from transformer_jax import defaults
+from transformer_jax.commands import launch_dir
 from transformer_jax.report import environment, run_dirs
 from transformer_jax.report.report import SWEEP_FILE, write_report
 from transformer_jax.run_dir import write_json
 from transformer_jax.sweep import launcher
 from transformer_jax.sweep.launcher import RunSpec
-from transformer_jax.sweep.spec import Sweep, check_overrides, format_override
+from transformer_jax.sweep.nuisance import split_run_variant
+from transformer_jax.sweep.spec import (
+    Sweep,
+    check_overrides,
+    format_override,
+    with_nuisance_default,
+)
 
 DEFAULT_MAIN = "transformer_jax.main"
 QUICK_ARG = "quick"
@@ -77,8 +85,11 @@ def build_argv(
     python: str = sys.executable,
 ) -> tuple[str, ...]:
     """The trainer command of one run (ml_collections config flags for seed and overrides), or
-    with several seeds, of their seed group in `path`, the variant's directory."""
-    overrides = [f"--config.{k}={format_override(v)}" for k, v in sweep.variants[variant].items()]
+    with several seeds, of their seed group in `path`, the variant's directory. variant is a run
+    variant (sweep.run_variants: with nuisance, "<variant>/<setting>")."""
+    overrides = [
+        f"--config.{k}={format_override(v)}" for k, v in sweep.run_variants[variant].items()
+    ]
     if isinstance(seed, int):
         seeds = f"--config.seed={seed}"
     else:
@@ -126,7 +137,7 @@ def stops_early(sweep: Sweep, variant: str, config_spec: str) -> bool:
     """Whether the variant's runs stop early (train.early_stop_metric): each seed would stop at
     its own step, so such a variant trains seed by seed, never as a seed group."""
     config = defaults.from_file(sweep.config, config_spec.partition(":")[2] or None)
-    for key, value in sweep.variants[variant].items():
+    for key, value in sweep.run_variants[variant].items():
         config_path.set_value(key, config, value)
     return bool(config.get("train", {}).get("early_stop_metric", ""))
 
@@ -139,7 +150,8 @@ def plan(
     seeds: Sequence[int] | None = None,
     main_module: str = DEFAULT_MAIN,
 ) -> list[RunSpec]:
-    """The selected runs, variant-major in sweep order; selections must be part of the sweep."""
+    """The selected runs, variant-major in sweep order; selections must be part of the sweep.
+    With nuisance, every setting of each selected variant (run variants "<variant>/<setting>")."""
     variants = list(sweep.variants) if not variants else list(variants)
     seeds = list(sweep.seeds) if not seeds else list(seeds)
     for v in variants:
@@ -155,21 +167,28 @@ def plan(
             run_dirs.run_dir(workdir, v, s),
             build_argv(sweep, v, s, run_dirs.run_dir(workdir, v, s), config_spec, main_module),
         )
-        for v in sweep.variants
-        if v in variants
+        for v in sweep.run_variants
+        if split_run_variant(v)[0] in variants
         for s in sweep.seeds
         if s in seeds
     ]
 
 
 def _trainer_args(command_line: str) -> list[str]:
-    """Arguments after the interpreter in a command.txt line (drops `cd X &&` and VAR=value)."""
+    """Arguments after the interpreter in a command.txt line (drops `cd X &&` and VAR=value),
+    with a relative --workdir made absolute (a record written relative to the repository, read
+    from there)."""
     tokens = shlex.split(command_line)
     if "&&" in tokens:
         tokens = tokens[tokens.index("&&") + 1 :]
     while tokens and "=" in tokens[0] and not tokens[0].startswith("-"):
         tokens = tokens[1:]
-    return tokens[1:]
+    return [_absolute_workdir(token) for token in tokens[1:]]
+
+
+def _absolute_workdir(arg: str) -> str:
+    flag, _, value = arg.partition("=")
+    return f"{flag}={os.path.abspath(value)}" if flag == "--workdir" else arg
 
 
 def _read_command(path: str) -> str | None:
@@ -189,7 +208,8 @@ def check_commands(specs: Sequence[RunSpec]) -> None:
     """
     for spec in specs:
         previous = _read_command(spec.path)
-        if previous is not None and _trainer_args(previous) != list(spec.argv[1:]):
+        wanted = [_absolute_workdir(arg) for arg in spec.argv[1:]]
+        if previous is not None and _trainer_args(previous) != wanted:
             raise ValueError(
                 f"run directory {spec.path} was made by a different command:\n  {previous}\n"
                 f"this sweep would run:\n  {shlex.join(spec.argv)}\n"
@@ -227,6 +247,8 @@ def update_sweep_json(
                 f"workdir {workdir} holds a sweep run with --config={previous['config_spec']}, "
                 f"not {config_spec} (--quick changes it); use a new --workdir"
             )
+    # The base config's nuisance values: the untuned setting the report compares with.
+    sweep = with_nuisance_default(sweep, config_spec.partition(":")[2])
     resolved = {
         "file": sweep_file,
         **sweep.to_dict(),
@@ -234,7 +256,8 @@ def update_sweep_json(
         "quick": quick,
         "main_module": main_module,
         # A report-only update (no invocation) keeps the directory the runs were launched from.
-        "cwd": previous.get("cwd", os.getcwd()) if invocation is None else os.getcwd(),
+        # Recorded relative to the repository when inside it ("." for its root): see commands.
+        "cwd": previous.get("cwd", launch_dir()) if invocation is None else launch_dir(),
         "invocations": list(previous.get("invocations", [])),
     }
     if invocation is not None:
@@ -258,6 +281,7 @@ def plan_checked(
     config_arg = ",".join(a for a in (sweep.config_arg, QUICK_ARG if quick else "") if a)
     config_spec = f"{sweep.config}:{config_arg}" if config_arg else sweep.config
     check_overrides(sweep, config_arg)
+    with_nuisance_default(sweep, config_arg)  # The default must be in the grid.
     # Absolute run directories: the trainer's checkpointer needs them, and command.txt then
     # works from any directory.
     workdir = os.path.abspath(workdir)
@@ -285,7 +309,8 @@ def run_sweep(
 
     Args:
       sweep, sweep_file: the loaded sweep and the path it came from.
-      workdir: sweep directory (created); runs go to WORKDIR/<variant>/seed_<seed>.
+      workdir: sweep directory (created); runs go to WORKDIR/<variant>/seed_<seed> (with
+        nuisance, WORKDIR/<variant>/<setting>/seed_<seed>).
       variants, seeds: subsets to run (default: all); the report always covers the whole sweep.
       quick: pass get_config the argument "quick" (every run shrunk).
       parallel: number of runs (or seed groups) trained at once, each pinned to its own CPUs.
@@ -340,7 +365,9 @@ def run_sweep(
         )
         units = launches(sweep, workdir, todo, config_spec, main_module, seed_groups)
         env = compile_cache_env(workdir) if compile_cache else {}
-        outcomes = _run_all(workdir, units, before, parallel, total, done, sweep.metrics, env)
+        outcomes = _run_all(
+            workdir, units, before, parallel, total, done, sweep.recorded_metrics, env
+        )
 
     counts = collections.Counter(
         outcomes.get(s.name) or run_dirs.read_run(workdir, s.variant, s.seed).status for s in specs

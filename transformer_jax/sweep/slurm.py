@@ -493,7 +493,8 @@ def sweep_status(workdir: str, specs: Sequence[RunSpec] | None = None) -> list[R
     workdir = os.path.abspath(workdir)
     sweep = Sweep.from_dict(read_sweep_json(workdir))
     if specs is None:
-        pairs = [(v, s) for v in sweep.variants for s in sweep.seeds]
+        # With nuisance factors, every setting of every variant ("<variant>/<setting>").
+        pairs = [(v, s) for v in sweep.run_variants for s in sweep.seeds]
     else:
         pairs = [(s.variant, s.seed) for s in specs]
     records = [run_dirs.read_run(workdir, v, s) for v, s in pairs]
@@ -512,7 +513,7 @@ def sweep_status(workdir: str, specs: Sequence[RunSpec] | None = None) -> list[R
             scheduler = "UNKNOWN"  # Its controller runs on another machine.
         else:
             scheduler = states.get((job["launcher"], job["job_id"])) if job else None
-        state, detail = run_state(record, job, scheduler, sweep.metrics)
+        state, detail = run_state(record, job, scheduler, sweep.recorded_metrics)
         out.append(
             RunState(
                 record.variant,

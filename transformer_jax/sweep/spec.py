@@ -32,6 +32,7 @@ from typing import Any
 from ml_collections.config_flags import config_path
 
 from transformer_jax.sweep import factors as factors_lib
+from transformer_jax.sweep import nuisance as nuisance_lib
 from transformer_jax.sweep.factors import AnyFactor, Cell, Factor, SplitFactor
 
 OverrideValue = bool | int | float | str | tuple
@@ -61,6 +62,16 @@ class Sweep:
         each cell of the trained factors becomes a variant named by its levels.
       cells: the cells trained, each a dict factor -> level (others at their reference) or a
         tuple of one level per trained factor; None is the full grid. Normalized to tuples.
+      nuisance: dotted config key -> values, e.g. {"train.learning_rate": (1e-3, 2e-3, 4e-3)}:
+        every variant is trained at every combination (sweep/nuisance.py) and compared at the
+        one chosen on `select_on`; the report also shows the shared default untuned.
+      select_on: the validation metric that chooses a nuisance setting, "split/metric" of a
+        split that is not a test split, e.g. "validation/loss".
+      select_mode: "max" or "min": whether a larger or smaller select_on is better.
+      select_per: "cell" (one setting per variant: the best mean over seeds) or "seed" (each
+        seed its own best setting).
+      nuisance_default: key -> the base config's value, which must be one of the grid's; filled
+        in from the config when the sweep is launched (sweep.json keeps it).
     """
 
     config: str
@@ -72,6 +83,11 @@ class Sweep:
     config_arg: str = ""
     factors: tuple[AnyFactor, ...] = ()
     cells: tuple[Cell, ...] | None = None
+    nuisance: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    select_on: str = ""
+    select_mode: str = ""
+    select_per: str = "cell"
+    nuisance_default: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if isinstance(self.config, str) and ":" in self.config:
@@ -177,6 +193,132 @@ class Sweep:
                 f"baseline = {self.baseline!r}: must be one of the variants {sorted(variants)}"
             )
         object.__setattr__(self, "baseline", baseline)
+        self._check_nuisance()
+
+    def _check_nuisance(self) -> None:
+        grid = nuisance_lib.check_grid(self.nuisance)
+        object.__setattr__(self, "nuisance", grid)
+        object.__setattr__(self, "_settings", nuisance_lib.settings(grid))
+        if not grid:
+            for field in ("select_on", "select_mode", "nuisance_default"):
+                if getattr(self, field):
+                    raise ValueError(f"{field} = {getattr(self, field)!r}: needs nuisance")
+            return
+        split, _, key = self.select_on.partition("/") if isinstance(self.select_on, str) else "//"
+        if not split or not key:
+            raise ValueError(
+                f"select_on = {self.select_on!r}: nuisance needs the validation metric that "
+                "chooses a setting, 'split/metric', e.g. 'validation/loss'"
+            )
+        if split.startswith("test"):
+            raise ValueError(
+                f"select_on = {self.select_on!r}: {split!r} is a test split; the setting must "
+                "be chosen on a validation split (e.g. 'validation/loss') so that the test "
+                "metrics stay unseen"
+            )
+        if self.select_mode not in nuisance_lib.SELECT_MODES:
+            raise ValueError(
+                f"select_mode = {self.select_mode!r}: must be 'max' (larger {self.select_on} "
+                f"is better) or 'min'"
+            )
+        if self.select_per not in nuisance_lib.SELECT_PER:
+            raise ValueError(
+                f"select_per = {self.select_per!r}: must be 'cell' (one setting per variant, "
+                "best mean over seeds) or 'seed' (each seed its own)"
+            )
+        for name, overrides in self.variants.items():
+            clash = sorted(set(overrides) & set(grid))
+            if clash:
+                raise ValueError(
+                    f"variants[{name!r}] sets {clash}, which nuisance tunes; a key is either "
+                    "scientific (a variant or factor level) or nuisance, not both"
+                )
+        default = dict(self.nuisance_default)
+        if default:
+            if set(default) != set(grid):
+                raise ValueError(
+                    f"nuisance_default = {default!r}: must give a value for each of {list(grid)}"
+                )
+            for key, value in default.items():
+                if value not in grid[key]:
+                    raise ValueError(
+                        f"nuisance[{key!r}] = {list(grid[key])} lacks the base config's value "
+                        f"{value!r}; add it so that the report can show the untuned comparison"
+                    )
+        object.__setattr__(self, "nuisance_default", {k: default[k] for k in grid if default})
+
+    @property
+    def settings(self) -> dict[str, dict[str, Any]]:
+        """Nuisance setting name -> overrides, every combination of the grid; {} without
+        nuisance."""
+        return self._settings
+
+    @property
+    def default_setting(self) -> str:
+        """The setting at the base config's values ("" until the sweep is launched)."""
+        if not self.nuisance_default:
+            return ""
+        return nuisance_lib.setting_name(self.nuisance_default)
+
+    @property
+    def run_variants(self) -> dict[str, dict[str, Any]]:
+        """What is trained: run variant name -> overrides. Without nuisance, the variants; with
+        it, "<variant>/<setting>" for every variant and setting, its overrides both's."""
+        if not self.nuisance:
+            return dict(self.variants)
+        return {
+            nuisance_lib.run_variant(name, setting): {**overrides, **values}
+            for name, overrides in self.variants.items()
+            for setting, values in self.settings.items()
+        }
+
+    @property
+    def recorded_metrics(self) -> tuple[str, ...]:
+        """The metrics runs.csv keeps: the reported ones and the selection metric."""
+        if self.select_on and self.select_on not in self.metrics:
+            return (*self.metrics, self.select_on)
+        return self.metrics
+
+    def tuned(
+        self,
+        nuisance: Mapping[str, Any],
+        select_on: str,
+        select_mode: str,
+        select_per: str = "cell",
+        drop_factors: tuple[str, ...] = (),
+        description: str = "",
+    ) -> "Sweep":
+        """This sweep with nuisance factors (sweep/nuisance.py): the tuned version of a shipped
+        sweep. drop_factors names trained factors whose config keys become nuisance (e.g. a
+        warmup factor when warmup is tuned): they leave the factors and the cells, and the
+        cells that then coincide are trained once. description "" takes the sweep file's
+        docstring."""
+        unknown = sorted(set(drop_factors) - {f.name for f in self._trained})
+        if unknown:
+            raise ValueError(
+                f"drop_factors = {list(drop_factors)}: {unknown} are not trained factors of "
+                f"this sweep ({[f.name for f in self._trained]})"
+            )
+        keep = [i for i, f in enumerate(self.factors) if f.name not in drop_factors]
+        trained_keep = [i for i, f in enumerate(self._trained) if f.name not in drop_factors]
+        cells = None
+        if self.cells is not None:
+            cells = list(dict.fromkeys(tuple(c[i] for i in trained_keep) for c in self.cells))
+        return Sweep(
+            config=self.config,
+            config_arg=self.config_arg,
+            variants={n: o for n, o in self.variants.items() if n not in self._cell_of},
+            seeds=self.seeds,
+            metrics=self.metrics,
+            baseline="" if self.baseline in self._cell_of else self.baseline,
+            description=description,
+            factors=tuple(self.factors[i] for i in keep),
+            cells=cells,
+            nuisance=nuisance,
+            select_on=select_on,
+            select_mode=select_mode,
+            select_per=select_per,
+        )
 
     @property
     def trained_factors(self) -> tuple[Factor, ...]:
@@ -230,6 +372,11 @@ class Sweep:
         if self.factors:
             d["factors"] = [f.to_dict() for f in self.factors]
             d["cells"] = [list(c) for c in self.cells]
+        if self.nuisance:
+            d["nuisance"] = {k: [_jsonable(v) for v in vs] for k, vs in self.nuisance.items()}
+            d["nuisance_default"] = {k: _jsonable(v) for k, v in self.nuisance_default.items()}
+            d.update(select_on=self.select_on, select_mode=self.select_mode)
+            d["select_per"] = self.select_per
         return d
 
     @classmethod
@@ -246,6 +393,11 @@ class Sweep:
             description=d.get("description", ""),
             factors=factors,
             cells=[tuple(c) for c in d["cells"]] if factors else None,
+            nuisance=d.get("nuisance", {}),
+            select_on=d.get("select_on", ""),
+            select_mode=d.get("select_mode", ""),
+            select_per=d.get("select_per", "cell"),
+            nuisance_default=d.get("nuisance_default", {}),
         )
 
 
@@ -316,7 +468,8 @@ def check_overrides(sweep: Sweep, config_arg: str) -> None:
             "launch the sweep from the repository root"
         )
     config = _load_config(sweep.config, config_arg)
-    for name, overrides in sweep.variants.items():
+    # With nuisance, every variant at every setting: the grid's values are checked too.
+    for name, overrides in sweep.run_variants.items():
         for key, value in overrides.items():
             try:
                 field_type = config_path.get_type(key, config)
@@ -344,3 +497,13 @@ def check_overrides(sweep: Sweep, config_arg: str) -> None:
                     f"variants[{name!r}][{key!r}] = {value!r} ({type(value).__name__}), but the "
                     f"field in {sweep.config} is {field_type.__name__}"
                 )
+
+
+def with_nuisance_default(sweep: Sweep, config_arg: str) -> Sweep:
+    """The sweep with nuisance_default read from its base config (unchanged without nuisance);
+    raises ValueError when a default value is not in its grid (no untuned comparison)."""
+    if not sweep.nuisance:
+        return sweep
+    config = _load_config(sweep.config, config_arg)
+    default = {key: config_path.get_value(key, config) for key in sweep.nuisance}
+    return dataclasses.replace(sweep, nuisance_default=default)

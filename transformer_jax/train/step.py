@@ -21,6 +21,9 @@ from transformer_jax.train.numerics import tree_norm
 # The "positions" rng stream (random training positions, model.positional.train_positions) is
 # folded from the dropout key, so the dropout masks stay what they were without it.
 POSITIONS_STREAM = 1
+# Random evaluation positions (model.positional.eval_positions) come from this stream of the
+# run's key, folded with a fingerprint of the batch: see `eval_positions_key`.
+EVAL_POSITIONS_STREAM = 2
 
 
 @flax.struct.dataclass
@@ -183,14 +186,42 @@ def make_train_step(model, optimizer, train_config: TrainConfig, num_devices: in
     return step_with_threefry
 
 
+def batch_fingerprint(batch) -> jnp.ndarray:
+    """A uint32 hash of a batch's integer arrays (token ids, weights' lengths): different
+    batches get different values, the same batch the same one, with nothing counted outside."""
+    fingerprint = jnp.uint32(0)
+    for name in sorted(batch):
+        x = jnp.asarray(batch[name])
+        if not jnp.issubdtype(x.dtype, jnp.integer):
+            continue
+        flat = x.reshape(-1).astype(jnp.uint32)
+        # Knuth's multiplicative constant, per index: the sum depends on where each id sits.
+        weights = (jnp.arange(flat.size, dtype=jnp.uint32) + 1) * jnp.uint32(2654435761)
+        fingerprint = fingerprint * jnp.uint32(31) + jnp.sum(flat * weights, dtype=jnp.uint32)
+    return fingerprint
+
+
+def eval_positions_key(state: TrainState, batch) -> jnp.ndarray:
+    """The "positions" key of one evaluation batch: a fresh draw per batch, as Ruoss et al.
+    2023's range evaluation (experiments/range_evaluation.py: `next(rng_seq)` per batch) and
+    tensor2tensor (a random op at every call) have, yet reproducible: a function of the run's
+    seed (state.rng) and the batch, so a batch is read at the same positions at every
+    evaluation of a run and a rerun of the seed reads it at the same positions again."""
+    key = jax.random.fold_in(state.rng, EVAL_POSITIONS_STREAM)
+    return jax.random.fold_in(key, batch_fingerprint(batch))
+
+
 def eval_step(state: TrainState, batch, *, model, diagnostics: bool):
     """Sums for loss, accuracy (per token, or per example for classifiers) and sequence exact
-    match; attention diagnostics as means."""
+    match; attention diagnostics as means. Random evaluation positions
+    (model.positional.eval_positions) are drawn from `eval_positions_key`."""
+    random_positions = model.config.positional.eval_positions != "plain"
     logits, targets, weights, collected = forward(
         model,
         _variables(state),
         batch,
         train=False,
+        rngs={"positions": eval_positions_key(state, batch)} if random_positions else None,
         mutable=["diagnostics"] if diagnostics else False,
     )
     loss_sum, weight_sum = losses.cross_entropy(logits, targets, weights, 0.0)

@@ -1,0 +1,24 @@
+"""Does removing 1/sqrt(d_k) still hurt when every variant gets its own learning rate?
+
+experiments/attention_scale.py compares the scalings at one shared peak learning rate, 2e-3.
+"Without 1/sqrt(d_k) training is unstable" may only mean "needs a smaller step": here every
+cell is trained at four peak learning rates spanning 10x around 2e-3 and compared at the one
+with the lowest validation loss (its mean over the 3 seeds), chosen on data.num_validation
+examples drawn apart from test (docs/tuning.md). The report shows the untuned comparison at 2e-3
+beside the tuned one and marks every verdict kept or changed.
+"""
+
+import os
+
+from transformer_jax.sweep import load_sweep
+
+LEARNING_RATES = (1e-3, 2e-3, 4e-3, 1e-2)  # 10x; 2e-3 is the untuned sweep's
+
+
+def get_sweep():
+    base = load_sweep(os.path.join(os.path.dirname(__file__), "attention_scale.py"))
+    return base.tuned(
+        nuisance={"train.learning_rate": LEARNING_RATES},
+        select_on="validation/loss",
+        select_mode="min",
+    )

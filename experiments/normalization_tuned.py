@@ -1,0 +1,27 @@
+"""Normalization with the learning rate and warmup tuned for every cell.
+
+experiments/normalization.py trains every cell at one peak learning rate, 2e-3, and treats
+warmup (50 steps or none) as a factor. "Post-norm needs warmup" (Xiong et al. 2020) and "DyT
+replaces LayerNorm" (Zhu et al. 2025) are claims about optimisation, so here the peak learning
+rate (four values spanning 10x around 2e-3) and warmup (0 or 50 steps) are nuisance: every cell,
+the 6+6-layer post- and pre-norm ones included, is trained at all 8 settings and compared at
+the one with the lowest mean validation loss over its 3 seeds (docs/tuning.md). Whether post-norm
+needs warmup is then read from the warmup each cell chooses and from its isolation plot.
+"""
+
+import os
+
+from transformer_jax.sweep import load_sweep
+
+LEARNING_RATES = (1e-3, 2e-3, 4e-3, 1e-2)  # 10x; 2e-3 is the untuned sweep's
+WARMUP_STEPS = (0, 50)  # none, and the untuned sweep's 50
+
+
+def get_sweep():
+    base = load_sweep(os.path.join(os.path.dirname(__file__), "normalization.py"))
+    return base.tuned(
+        nuisance={"train.learning_rate": LEARNING_RATES, "train.warmup_steps": WARMUP_STEPS},
+        select_on="validation/loss",
+        select_mode="min",
+        drop_factors=("warmup",),
+    )

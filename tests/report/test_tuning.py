@@ -1,0 +1,173 @@
+"""The choice of nuisance settings (report/tuning.py): made on validation, blind to test."""
+
+import math
+
+import pytest
+
+from transformer_jax.report import tuning
+from transformer_jax.report.run_dirs import RunRecord
+from transformer_jax.sweep import Sweep
+from transformer_jax.sweep.nuisance import on_edge, settings
+
+LRS = (1e-3, 3e-3, 1e-2)
+
+
+def make_sweep(**changes) -> Sweep:
+    kwargs = dict(
+        config="configs/fake.py",
+        variants={"a": {}, "b": {"model.x": 1}},
+        seeds=(0, 1, 2),
+        metrics=("test/seq_accuracy",),
+        baseline="a",
+        nuisance={"train.learning_rate": LRS},
+        select_on="validation/loss",
+        select_mode="min",
+        nuisance_default={"train.learning_rate": 1e-3},
+    )
+    kwargs.update(changes)
+    return Sweep(**kwargs)
+
+
+def make_runs(sweep, validation, test):
+    """run variant -> records from validation / test: (variant, lr, seed) -> value."""
+    runs = {}
+    for name in sweep.run_variants:
+        variant, setting = name.split("/")
+        lr = sweep.settings[setting]["train.learning_rate"]
+        runs[name] = tuple(
+            RunRecord(
+                name,
+                seed,
+                f"/runs/{name}/seed_{seed}",
+                "finished",
+                metrics={
+                    "validation": {"loss": validation(variant, lr, seed)},
+                    "test": {"seq_accuracy": test(variant, lr, seed)},
+                },
+            )
+            for seed in sweep.seeds
+        )
+    return runs
+
+
+def validation_loss(variant, lr, seed):
+    best = 3e-3 if variant == "a" else 1e-2
+    return abs(math.log10(lr / best)) + 0.1 * seed
+
+
+def honest_test(variant, lr, seed):
+    return 1.0 - validation_loss(variant, lr, seed)
+
+
+def poisoned_test(variant, lr, seed):
+    # The test metric rewards the setting validation likes least, or is not a number at all.
+    return math.nan if lr == 3e-3 else 10.0 * validation_loss(variant, lr, seed)
+
+
+@pytest.mark.parametrize("per", ["cell", "seed"])
+def test_poisoning_the_test_metric_changes_no_choice(per):
+    sweep = make_sweep(select_per=per)
+    honest = tuning.select(sweep, make_runs(sweep, validation_loss, honest_test))
+    poisoned = tuning.select(sweep, make_runs(sweep, validation_loss, poisoned_test))
+    lr = {
+        v: {s: sweep.settings[c]["train.learning_rate"] for s, c in ch.items()}
+        for v, ch in poisoned.chosen.items()
+    }
+    assert lr == {"a": dict.fromkeys((0, 1, 2), 3e-3), "b": dict.fromkeys((0, 1, 2), 1e-2)}
+    assert poisoned.chosen == honest.chosen
+    # The test values reported are those of the chosen runs, poisoned or not.
+    assert all(math.isnan(r.metric("test/seq_accuracy")) for r in poisoned.tuned["a"])
+    # Choosing on test would have picked otherwise: the test above can fail.
+    on_test = make_sweep(select_per=per, select_on="held/seq_accuracy", select_mode="max")
+    runs = {
+        name: tuple(
+            RunRecord(
+                r.variant,
+                r.seed,
+                r.path,
+                r.status,
+                metrics={"held": r.metrics["test"], **r.metrics},
+            )
+            for r in records
+        )
+        for name, records in make_runs(sweep, validation_loss, poisoned_test).items()
+    }
+    assert tuning.select(on_test, runs).chosen != honest.chosen
+
+
+def test_per_seed_and_per_cell_choices_differ_where_seeds_disagree():
+    sweep_cell, sweep_seed = make_sweep(), make_sweep(select_per="seed")
+
+    def validation(variant, lr, seed):
+        # Seed 2 of "a" prefers 1e-2 strongly; the mean over seeds still prefers 3e-3.
+        if variant == "a" and seed == 2:
+            return 0.0 if lr == 1e-2 else 1.0
+        return validation_loss(variant, lr, seed)
+
+    runs = make_runs(sweep_cell, validation, honest_test)
+    cell = tuning.select(sweep_cell, runs).chosen["a"]
+    seed = tuning.select(sweep_seed, runs).chosen["a"]
+    assert set(cell.values()) == {"learning_rate-0.003"}
+    assert seed == {0: "learning_rate-0.003", 1: "learning_rate-0.003", 2: "learning_rate-0.01"}
+
+
+def test_a_diverged_run_scores_worst_and_an_unfinished_one_defers_the_choice():
+    sweep = make_sweep()
+    runs = make_runs(sweep, validation_loss, honest_test)
+    best = "a/learning_rate-0.003"
+    runs[best] = (RunRecord(best, 0, "/x", "diverged"),) + runs[best][1:]
+    assert tuning.select(sweep, runs).chosen["a"] == dict.fromkeys((0, 1, 2), "learning_rate-0.001")
+    runs[best] = (RunRecord(best, 0, "/x", "incomplete"),) + runs[best][1:]
+    chosen = tuning.select(sweep, runs)
+    assert chosen.chosen["a"] == {}
+    assert [r.status for r in chosen.tuned["a"]] == ["missing"] * 3
+    # The untuned view is the default setting's runs, whatever the choice.
+    assert [r.path for r in chosen.untuned["a"]] == [
+        f"/runs/a/learning_rate-0.001/seed_{s}" for s in (0, 1, 2)
+    ]
+
+
+def test_edge_of_grid():
+    grid = {"train.learning_rate": LRS, "train.warmup_steps": (0, 50)}
+    assert on_edge(grid, {"train.learning_rate": 3e-3, "train.warmup_steps": 50}) == [
+        "train.warmup_steps"
+    ]
+    assert on_edge(grid, {"train.learning_rate": 1e-2, "train.warmup_steps": 0}) == list(grid)
+    assert list(settings(grid))[:2] == [
+        "learning_rate-0.001_warmup_steps-0",
+        "learning_rate-0.001_warmup_steps-50",
+    ]
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"select_on": "test/loss"}, "is a test split"),
+        ({"select_on": "test_long/loss"}, "is a test split"),
+        ({"select_on": ""}, "needs the validation metric"),
+        ({"select_mode": "best"}, "must be 'max'"),
+        ({"select_per": "run"}, "must be 'cell'"),
+        ({"variants": {"a": {"train.learning_rate": 1.0}}}, "which nuisance tunes"),
+        ({"nuisance": {"train.learning_rate": (1e-3,)}}, "at least two values"),
+        ({"nuisance_default": {"train.learning_rate": 5e-3}}, "lacks the base config's value"),
+    ],
+)
+def test_bad_nuisance_declarations_are_refused(changes, message):
+    with pytest.raises(ValueError, match=message):
+        make_sweep(**changes)
+
+
+def test_round_trip_through_sweep_json():
+    sweep = make_sweep(select_per="seed")
+    assert Sweep.from_dict(sweep.to_dict()) == sweep
+    plain = Sweep.from_dict(
+        make_sweep(nuisance={}, select_on="", select_mode="", nuisance_default={}).to_dict()
+    )
+    assert "nuisance" not in plain.to_dict() and plain.run_variants == plain.variants
+
+
+def test_a_selection_metric_no_run_reports_is_noted_and_chooses_nothing():
+    sweep = make_sweep(select_on="validation/seq_accuracy", select_mode="max")
+    chosen = tuning.select(sweep, make_runs(sweep, validation_loss, honest_test))
+    assert chosen.chosen == {"a": {}, "b": {}}
+    assert len(chosen.notes) == 1 and "report the splits test, validation" in chosen.notes[0]

@@ -1,0 +1,207 @@
+"""Nuisance factors end to end: every variant at every learning rate, the best chosen on
+validation, the report tuned and untuned, rebuilt from runs.csv alone.
+
+The stand-in trainer scores a run by how far its learning rate is from the variant's own best
+one (fake.best_lr): "base" is best at the shared default 1e-3, "shifted" at 1e-2. At the default,
+shifted therefore looks worse than base; tuned, it is better, so the verdict must change.
+"""
+
+import csv
+import shutil
+
+import pytest
+
+from transformer_jax.report.report import write_report
+from transformer_jax.sweep import Factor, SplitFactor, Sweep, run_sweep
+
+FAKE_MAIN = """
+import json, math, os, sys
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
+lr = float(args.get("config.train.learning_rate", "0.001"))
+best = float(args.get("config.fake.best_lr", "0.001"))
+offset = float(args.get("config.fake.offset", "0.0"))
+miss = abs(math.log10(lr / best))
+
+
+def train(workdir, seed):
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+        json.dump({"seed": seed, "git_commit": "fake"}, f)
+    metrics = {
+        "validation": {"loss": 1.0 + miss + 0.01 * seed},
+        "test": {"seq_accuracy": 0.8 - 0.1 * miss + offset + 0.01 * seed},
+        "test_long": {"seq_accuracy": 0.4 - 0.1 * miss + 2 * offset + 0.01 * seed},
+    }
+    summary = {"status": "finished", "step": 10, "metrics": metrics, "num_params": 100,
+               "tokens_per_sec": 50.0, "wall_time_s": 0.3, "error": None}
+    with open(os.path.join(workdir, "summary.json"), "w") as f:
+        json.dump(summary, f)
+
+
+if "seeds" in args:
+    for seed in (int(s) for s in args["seeds"].split(",")):
+        train(os.path.join(args["workdir"], f"seed_{seed}"), seed)
+else:
+    train(args["workdir"], int(args["config.seed"]))
+"""
+
+FAKE_CONFIG = """
+import ml_collections
+
+
+def get_config(arg=""):
+    config = ml_collections.ConfigDict()
+    config.seed = 0
+    config.fake = ml_collections.ConfigDict({"best_lr": 1e-3, "offset": 0.0})
+    config.train = ml_collections.ConfigDict({"learning_rate": 1e-3, "warmup_steps": 0})
+    return config
+"""
+
+MACHINE = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "cpu_count": 2}
+
+
+@pytest.fixture
+def project(project):
+    """The sweep tests' project (conftest.py) with this file's trainer and config."""
+    (project / "configs" / "fake.py").write_text(FAKE_CONFIG)
+    (project / "fake_main.py").write_text(FAKE_MAIN)
+    return project
+
+
+def tuned_sweep(**changes) -> Sweep:
+    kwargs = dict(
+        config="configs/fake.py",
+        variants={"base": {}, "shifted": {"fake.best_lr": 1e-2, "fake.offset": 0.05}},
+        seeds=(0, 1),
+        metrics=("test/seq_accuracy",),
+        baseline="base",
+        description="Shifted wants a larger learning rate.",
+        nuisance={"train.learning_rate": (1e-3, 1e-2)},
+        select_on="validation/loss",
+        select_mode="min",
+    )
+    kwargs.update(changes)
+    return Sweep(**kwargs)
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def section(report_path, title):
+    with open(report_path) as f:
+        text = f.read()
+    start = text.index(f"## {title}")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_two_cells_two_learning_rates_two_seeds(project):
+    workdir = project / "runs"
+    counts = run_sweep(
+        tuned_sweep(),
+        "experiments/tuned.py",
+        str(workdir),
+        main_module="fake_main",
+        machine=MACHINE,
+    )
+    assert counts == {"finished": 8}
+    # Each setting its own directory (and seed group) below its variant's.
+    for variant in ("base", "shifted"):
+        for lr in ("0.001", "0.01"):
+            for seed in (0, 1):
+                assert (workdir / variant / f"learning_rate-{lr}" / f"seed_{seed}").is_dir()
+
+    selection = {(r["variant"], r["seed"]): r for r in read_csv(workdir / "selection.csv")}
+    assert {k: r["train.learning_rate"] for k, r in selection.items()} == {
+        ("base", "0"): "0.001",
+        ("base", "1"): "0.001",
+        ("shifted", "0"): "0.01",
+        ("shifted", "1"): "0.01",
+    }
+    # results.csv is tuned: shifted at 1e-2 scores 0.8 + 0.05 (+ 0.01 * seed).
+    results = {r["variant"]: r for r in read_csv(workdir / "results.csv")}
+    assert float(results["shifted"]["test/seq_accuracy:mean"]) == pytest.approx(0.855)
+    assert float(results["shifted"]["test/seq_accuracy:diff"]) == pytest.approx(0.05)
+
+    report = workdir / "report.md"
+    tuning_text = section(report, "Tuning")
+    rows = [line for line in tuning_text.splitlines() if line.startswith("| shifted")]
+    # Chosen value, edge flag (1e-2 is the grid's end), untuned 0.8 - 0.1 + 0.05, tuned 0.855.
+    assert rows[0].rstrip(" |").split(" | ")[1:5] == [
+        "learning_rate=0.01",
+        "⚠ learning_rate",
+        "0.755 ± 0.007 (n=2)",
+        "0.855 ± 0.007 (n=2)",
+    ]
+    assert "chosen on split `validation` by `validation/loss`" in tuning_text
+    assert "select_per=cell" in tuning_text
+    verdicts = [line for line in tuning_text.splitlines() if "shifted − base" in line]
+    assert len(verdicts) == 1 and "**changed** (−*† → +*†)" in verdicts[0]
+    assert (workdir / "isolation_variant.png").is_file()
+    assert "![Isolation plot of variant" in section(report, "Plots")
+
+    # The committed form: sweep.json and runs.csv, no run directories.
+    committed = project / "committed"
+    committed.mkdir()
+    for name in ("sweep.json", "runs.csv"):
+        shutil.copy(workdir / name, committed / name)
+    rebuilt = write_report(str(committed), runs_csv=str(committed / "runs.csv"))
+    assert section(rebuilt, "Tuning") == tuning_text
+    assert read_csv(committed / "selection.csv") == read_csv(workdir / "selection.csv")
+    assert (committed / "isolation_variant.png").is_file()
+
+
+def test_status_and_groups_cover_every_setting(project):
+    from transformer_jax.sweep import slurm
+
+    workdir = project / "runs"
+    run_sweep(
+        tuned_sweep(),
+        "experiments/tuned.py",
+        str(workdir),
+        main_module="fake_main",
+        machine=MACHINE,
+    )
+    names = [s.name for s in slurm.sweep_status(str(workdir))]
+    assert names == [
+        f"{v}/learning_rate-{lr}/seed_{s}"
+        for v in ("base", "shifted")
+        for lr in ("0.001", "0.01")
+        for s in (0, 1)
+    ]
+    # One process per (variant, setting) trained both seeds: the seed group's command.
+    with open(workdir / "shifted" / "learning_rate-0.01" / "seed_0" / "command.txt") as f:
+        assert "--seeds=0,1" in f.read()
+
+
+def test_default_outside_the_grid_is_refused_before_anything_runs(project):
+    sweep = tuned_sweep(nuisance={"train.learning_rate": (3e-3, 1e-2)})
+    with pytest.raises(ValueError, match="lacks the base config's value 0.001"):
+        run_sweep(sweep, "experiments/tuned.py", str(project / "runs"), main_module="fake_main")
+    assert not (project / "runs").exists()
+
+
+def test_a_factorial_sweep_tuned_has_an_isolation_plot_per_factor(project):
+    """Two trained factors and a split factor: every effect's verdict, one plot per factor."""
+    sweep = tuned_sweep(
+        variants={},
+        factors=(
+            Factor("shift", {"no": {}, "yes": {"fake.best_lr": 1e-2, "fake.offset": 0.05}}),
+            Factor("size", {"small": {}, "large": {"fake.offset": 0.0}}),
+            SplitFactor("length", {"seen": "test", "unseen": "test_long"}),
+        ),
+        cells=[{}, {"shift": "yes"}, {"size": "large"}],
+        baseline="",
+        metrics=("test/seq_accuracy", "test_long/seq_accuracy"),
+    )
+    workdir = project / "runs"
+    run_sweep(sweep, "experiments/tuned.py", str(workdir), main_module="fake_main", machine=MACHINE)
+    text = section(workdir / "report.md", "Tuning")
+    # shift: yes − no changes sign at both lengths, the length interaction keeps its sign
+    # (+0.05 more at unseen lengths, untuned and tuned).
+    changed = [line for line in text.splitlines() if "**changed**" in line]
+    assert len(changed) == 2 and all("shift: yes − no" in line for line in changed)
+    assert any("shift × length" in line and "| kept |" in line for line in text.splitlines())
+    for factor in ("shift", "size"):
+        assert (workdir / f"isolation_{factor}.png").is_file()

@@ -1,0 +1,326 @@
+"""Tuned comparisons: each variant at its own best nuisance setting, chosen on validation.
+
+A sweep with nuisance factors (sweep/nuisance.py) trains every variant at every setting of the
+nuisance grid. Here the report chooses, from the validation metric `select_on` alone, the
+setting each variant is compared at:
+
+- select_per="cell": one setting per variant, the best mean of select_on over the seeds;
+- select_per="seed": every seed its own best setting (the paired comparisons stay paired by
+  seed: both sides of a difference use the same seed, each at its own setting).
+
+A diverged run scores worst. A choice is made only once every setting it chooses among is done
+(finished or diverged); until then the variant (or seed) counts as missing.
+
+What tuning changed is reported beside the tuned tables: the chosen values with a flag when
+one sits at the edge of its grid, every metric at the shared default (the base config's values,
+the untuned sweep) beside the tuned one, and for every comparison whether its verdict (sign,
+`*`, `†`) is kept. The isolation plots (the Tuning Playbook's) draw select_on against the
+learning rate, one line per variant.
+"""
+
+import csv
+import dataclasses
+import io
+import math
+from collections.abc import Mapping, Sequence
+
+from transformer_jax.report import factorial, stats
+from transformer_jax.report.run_dirs import RunRecord
+from transformer_jax.report.summary import VariantSummary
+from transformer_jax.report.tables import (
+    HOLM,
+    SIGNIFICANT,
+    format_mean_std,
+    format_paired,
+    survives_holm,
+)
+from transformer_jax.sweep import nuisance as nuisance_lib
+from transformer_jax.sweep.spec import Sweep
+
+SELECTION_CSV = "selection.csv"
+# The nuisance key on the isolation plots' x axis when the grid has it.
+LEARNING_RATE = "train.learning_rate"
+
+
+def score(record: RunRecord, select_on: str, mode: str) -> float | None:
+    """What one run scores for the selection: its select_on value (a diverged run the worst
+    possible), or None while it is not done. Reads select_on and nothing else of the run."""
+    if record.status == "diverged":
+        return -math.inf if mode == "max" else math.inf
+    if record.status != "finished":
+        return None
+    return record.metric(select_on)
+
+
+def _best(candidates: Mapping[str, float], mode: str) -> str:
+    """The best-scoring key, the first in order among ties."""
+    sign = 1.0 if mode == "max" else -1.0
+    return max(candidates, key=lambda k: (sign * candidates[k], -list(candidates).index(k)))
+
+
+def choose(
+    scores: Mapping[str, Mapping[int, float | None]], seeds: Sequence[int], mode: str, per: str
+) -> dict[int, str]:
+    """seed -> the chosen setting, from scores (setting -> seed -> score, None when not done);
+    seeds whose choice is not yet possible are left out.
+
+    per="cell": every seed gets the setting with the best mean score over the seeds (only once
+    every setting has every seed done); per="seed": each seed its best setting (once that seed
+    is done at every setting).
+    """
+    if per == "cell":
+        if any(scores[s].get(seed) is None for s in scores for seed in seeds):
+            return {}
+        best = _best({s: stats.mean([scores[s][seed] for seed in seeds]) for s in scores}, mode)
+        return dict.fromkeys(seeds, best)
+    out = {}
+    for seed in seeds:
+        by_setting = {s: scores[s].get(seed) for s in scores}
+        if all(v is not None for v in by_setting.values()):
+            out[seed] = _best(by_setting, mode)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuning:
+    """The selection and the two views of the sweep it gives.
+
+    chosen: variant -> seed -> chosen setting (seeds not yet choosable left out).
+    tuned / untuned: variant -> one record per seed, at the chosen setting / the default one
+      (a "missing" record where there is none), the input of summary.summarize.
+    """
+
+    chosen: dict[str, dict[int, str]]
+    tuned: dict[str, tuple[RunRecord, ...]]
+    untuned: dict[str, tuple[RunRecord, ...]]
+    notes: tuple[str, ...] = ()
+
+
+def _missing(record: RunRecord, variant: str) -> RunRecord:
+    return RunRecord(variant, record.seed, record.path, "missing")
+
+
+def select(sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]) -> Tuning:
+    """Chooses every variant's setting from runs (run variant -> records, summary.read_runs).
+
+    The choice reads select_on alone: the test metrics cannot influence it.
+    """
+    chosen, tuned, untuned = {}, {}, {}
+    for variant in sweep.variants:
+        by_setting = {
+            s: {r.seed: r for r in runs[nuisance_lib.run_variant(variant, s)]}
+            for s in sweep.settings
+        }
+        scores = {
+            s: {seed: score(r, sweep.select_on, sweep.select_mode) for seed, r in rs.items()}
+            for s, rs in by_setting.items()
+        }
+        chosen[variant] = choose(scores, sweep.seeds, sweep.select_mode, sweep.select_per)
+        first = by_setting[next(iter(by_setting))]
+        tuned[variant] = tuple(
+            dataclasses.replace(by_setting[chosen[variant][seed]][seed], variant=variant)
+            if seed in chosen[variant]
+            else _missing(first[seed], variant)
+            for seed in sweep.seeds
+        )
+        default = by_setting.get(sweep.default_setting)
+        untuned[variant] = tuple(
+            dataclasses.replace(default[seed], variant=variant)
+            if default
+            else _missing(first[seed], variant)
+            for seed in sweep.seeds
+        )
+    return Tuning(chosen, tuned, untuned, _absent(sweep, runs))
+
+
+def _absent(sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]) -> tuple[str, ...]:
+    """A note when finished runs lack select_on (their variants' choices stay pending)."""
+    lacking = [
+        r
+        for records in runs.values()
+        for r in records
+        if r.status == "finished" and r.metric(sweep.select_on) is None
+    ]
+    if not lacking:
+        return ()
+    splits = sorted({split for r in lacking for split in r.metrics})
+    return (
+        f"{sweep.select_on} (select_on) is absent from {len(lacking)} finished run(s), e.g. "
+        f"{lacking[0].variant}/seed_{lacking[0].seed}, so their variants have no chosen "
+        f"setting; they report the splits {', '.join(splits) or 'none'} (an algorithmic task "
+        "has a validation split only with data.num_validation > 0)",
+    )
+
+
+def comparisons(
+    sweep: Sweep, rows: Sequence[VariantSummary], confidence: float = 0.95
+) -> list[tuple[str, factorial.Comparison]]:
+    """(table title, comparison) for every comparison the report's tables make, Holm-adjusted
+    per table as there: a factorial sweep's effects, a flat sweep's variants - baseline."""
+    tables = factorial.metric_tables(sweep, rows, confidence)
+    if tables:
+        return [(t.title, c) for t in tables for c in t.comparisons]
+    out = []
+    for metric in sweep.metrics:
+        values = {row.name: dict(row.metrics[metric].values) for row in rows}
+        family = factorial.flat_comparisons(values, sweep.baseline, confidence)
+        out += [(metric, c) for c in factorial.with_holm(family)]
+    return out
+
+
+def verdict(c: factorial.Comparison, confidence: float) -> str:
+    """Sign of the difference with its markers ("+*†", "−", "0"); "" without a paired seed."""
+    d = c.diff
+    if d.n == 0 or math.isnan(d.mean):
+        return ""
+    sign = "+" if d.mean > 0 else "−" if d.mean < 0 else "0"
+    holm = HOLM if survives_holm(c.p_holm, confidence) else ""
+    return sign + (SIGNIFICANT if d.excludes_zero else "") + holm
+
+
+def _values(setting: Mapping[str, object]) -> str:
+    return ", ".join(f"{k.rpartition('.')[2]}={v}" for k, v in setting.items())
+
+
+def chosen_text(sweep: Sweep, chosen: Mapping[int, str]) -> tuple[str, str]:
+    """(the chosen values, the edge-of-grid flag) of one variant, per seed when they differ."""
+    if not chosen:
+        return "pending (not every setting done)", ""
+    distinct = list(dict.fromkeys(chosen.values()))
+    edges = sorted(
+        {k for s in distinct for k in nuisance_lib.on_edge(sweep.nuisance, sweep.settings[s])}
+    )
+    flag = ("⚠ " + ", ".join(k.rpartition(".")[2] for k in edges)) if edges else ""
+    if len(distinct) == 1:
+        return _values(sweep.settings[distinct[0]]), flag
+    parts = [f"seed {seed}: {_values(sweep.settings[s])}" for seed, s in chosen.items()]
+    return "; ".join(parts), flag
+
+
+def section(
+    sweep: Sweep,
+    tuning: Tuning,
+    tuned_rows: Sequence[VariantSummary],
+    untuned_rows: Sequence[VariantSummary],
+    digits: int = 3,
+    confidence: float = 0.95,
+) -> list[str]:
+    """The report's "Tuning" section (Markdown lines)."""
+    split = sweep.select_on.partition("/")[0]
+    grid = "; ".join(f"`{k}` ∈ {{{', '.join(map(str, vs))}}}" for k, vs in sweep.nuisance.items())
+    per = (
+        "one setting per variant, the best mean over its seeds"
+        if sweep.select_per == "cell"
+        else "each seed its own best setting"
+    )
+    default = _values(sweep.nuisance_default) if sweep.nuisance_default else "unknown"
+    lines = [
+        f"Nuisance grid: {grid} ({len(sweep.settings)} settings per variant and seed). Every "
+        f"comparison above is made at the tuned settings: chosen on split `{split}` by "
+        f"`{sweep.select_on}` ({'larger' if sweep.select_mode == 'max' else 'smaller'} is "
+        f"better), {per} (select_per={sweep.select_per}); a diverged run scores worst. The "
+        "selection reads no test split. Untuned: every variant at the shared default of the "
+        f"base config ({default}).",
+        "",
+    ]
+    header = ["Variant", "Chosen", "Edge of grid"]
+    for m in sweep.metrics:
+        header += [f"`{m}` untuned", "tuned"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    untuned_by_name = {row.name: row for row in untuned_rows}
+    for row in tuned_rows:
+        values, flag = chosen_text(sweep, tuning.chosen[row.name])
+        cells = [row.name, values, flag]
+        for m in sweep.metrics:
+            cells += [
+                format_mean_std(untuned_by_name[row.name].metrics[m], digits),
+                format_mean_std(row.metrics[m], digits),
+            ]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines += [
+        "",
+        "⚠: the chosen value is the smallest or largest of its grid; the best may lie beyond "
+        "it, so the grid should be widened.",
+        "",
+        "### Verdicts untuned and tuned",
+        "",
+    ]
+    before = {
+        (t, c.label, c.held_fixed): c for t, c in comparisons(sweep, untuned_rows, confidence)
+    }
+    header = ["Metric", "Comparison", "Held fixed", "Untuned Δ", "Tuned Δ", "Verdict"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    changed = 0
+    for title, c in comparisons(sweep, tuned_rows, confidence):
+        u = before.get((title, c.label, c.held_fixed))
+        old = verdict(u, confidence) if u else ""
+        new = verdict(c, confidence)
+        if not old or not new:
+            status = "–"
+        elif old == new:
+            status = "kept"
+        else:
+            status, changed = f"**changed** ({old} → {new})", changed + 1
+        cells = [
+            f"`{title}`",
+            c.label,
+            c.held_fixed or "–",
+            format_paired(u.diff, digits, survives_holm(u.p_holm, confidence)) if u else "–",
+            format_paired(c.diff, digits, survives_holm(c.p_holm, confidence)),
+            status,
+        ]
+        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
+    lines += [
+        "",
+        f"A verdict is the sign of Δ with its markers (`{SIGNIFICANT}`, {HOLM}, as in the tables "
+        f"above); {changed} changed under tuning.",
+    ]
+    return lines
+
+
+def isolation_curves(
+    sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]
+) -> tuple[str, dict[str, list[tuple[float, float]]]]:
+    """(x key, variant -> [(x, y)]): the mean over finished seeds of select_on at each value of
+    the learning rate (or the first nuisance key), the best over the other nuisance keys."""
+    key = LEARNING_RATE if LEARNING_RATE in sweep.nuisance else next(iter(sweep.nuisance))
+    sign = 1.0 if sweep.select_mode == "max" else -1.0
+    out = {}
+    for variant in sweep.variants:
+        best: dict[float, float] = {}
+        for name, setting in sweep.settings.items():
+            records = runs[nuisance_lib.run_variant(variant, name)]
+            values = [
+                v
+                for r in records
+                if r.status == "finished" and (v := r.metric(sweep.select_on)) is not None
+            ]
+            if not values:
+                continue
+            x, y = float(setting[key]), stats.mean(values)
+            if x not in best or sign * y > sign * best[x]:
+                best[x] = y
+        out[variant] = sorted(best.items())
+    return key, out
+
+
+def selection_csv(sweep: Sweep, tuning: Tuning, runs: Mapping[str, Sequence[RunRecord]]) -> str:
+    """One row per (variant, seed): the chosen setting, its values and its select_on score."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["variant", "seed", "setting", *sweep.nuisance, sweep.select_on])
+    for variant, chosen in tuning.chosen.items():
+        for seed in sweep.seeds:
+            setting = chosen.get(seed, "")
+            values = (
+                list(sweep.settings[setting].values()) if setting else [""] * len(sweep.nuisance)
+            )
+            value = ""
+            if setting:
+                record = next(
+                    r for r in runs[nuisance_lib.run_variant(variant, setting)] if r.seed == seed
+                )
+                v = record.metric(sweep.select_on)
+                value = "" if v is None else repr(v)
+            writer.writerow([variant, seed, setting, *values, value])
+    return out.getvalue()

@@ -1,0 +1,108 @@
+"""Nuisance hyperparameters: trained for every cell, chosen on validation, never compared.
+
+A claim like "post-norm needs warmup" is about the architecture, not about the one learning
+rate every variant happened to share. Following the Deep Learning Tuning Playbook (Godbole et
+al. 2023), a sweep can declare the learning rate (and warmup, ...) as *nuisance* factors:
+
+    Sweep(..., nuisance={"train.learning_rate": (5e-4, 1e-3, 2e-3, 5e-3)},
+          select_on="validation/loss", select_mode="min")
+
+Every cell (variant) is then trained at every setting of the nuisance grid (the product of the
+listed values), and the report compares cells each at its own best setting, chosen by the
+validation metric `select_on` (report/tuning.py). A setting's runs live in
+WORKDIR/<variant>/<setting>/seed_<seed>/, the setting named by its values
+("learning_rate-0.002_warmup_steps-50"); a sweep without nuisance keeps WORKDIR/<variant>/seed_<s>.
+
+Inside the runner and the report a (variant, setting) pair is a *run variant* named
+"<variant>/<setting>": it has its own overrides (the variant's plus the setting's), its own seed
+group and its own rows in runs.csv.
+"""
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from transformer_jax.sweep import factors as factors_lib
+
+SelectMode = Literal["max", "min"]
+SelectPer = Literal["cell", "seed"]
+SELECT_MODES = ("max", "min")
+SELECT_PER = ("cell", "seed")
+
+
+def check_grid(nuisance: Any) -> dict[str, tuple[Any, ...]]:
+    """The nuisance grid as key -> tuple of values; at least two distinct values per key."""
+    if not isinstance(nuisance, Mapping):
+        raise ValueError(
+            f"nuisance = {nuisance!r}: must be a dict of dotted config key -> list of values, "
+            "e.g. {'train.learning_rate': [5e-4, 1e-3, 2e-3, 5e-3]}"
+        )
+    grid = {}
+    for key, values in factors_lib.check_overrides_dict("nuisance", nuisance).items():
+        if not isinstance(values, tuple) or len(values) < 2:
+            raise ValueError(
+                f"nuisance[{key!r}] = {values!r}: must list at least two values to choose from"
+            )
+        if len(set(values)) != len(values):
+            raise ValueError(f"nuisance[{key!r}] = {values!r}: contains duplicates")
+        grid[key] = values
+    leaves = [key.rpartition(".")[2] for key in grid]
+    if len(set(leaves)) != len(leaves):
+        raise ValueError(
+            f"nuisance keys {list(grid)}: their last components {leaves} name the settings' "
+            "directories and must differ"
+        )
+    return grid
+
+
+def setting_name(setting: Mapping[str, Any]) -> str:
+    """Directory name of one setting: "learning_rate-0.002_warmup_steps-50"."""
+    return "_".join(f"{k.rpartition('.')[2]}-{_text(v)}" for k, v in setting.items())
+
+
+def _text(value: Any) -> str:
+    # repr keeps floats exact (1e-05, 0.002); other scalars as the config flag would spell them.
+    if isinstance(value, bool):
+        return str(value).lower()
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def settings(grid: Mapping[str, Sequence[Any]]) -> dict[str, dict[str, Any]]:
+    """Setting name -> overrides, every combination of the grid, the first key varying slowest."""
+    out = {}
+    if not grid:
+        return out
+    for values in itertools.product(*grid.values()):
+        setting = dict(zip(grid, values, strict=True))
+        name = setting_name(setting)
+        if not factors_lib.NAME.fullmatch(name):
+            raise ValueError(
+                f"nuisance setting {setting!r}: its directory name {name!r} must match "
+                f"{factors_lib.NAME.pattern}; use numbers or plain words as values"
+            )
+        out[name] = setting
+    return out
+
+
+def run_variant(variant: str, setting: str) -> str:
+    """The name of one (variant, setting) pair inside the runner and the report."""
+    return f"{variant}/{setting}"
+
+
+def split_run_variant(name: str) -> tuple[str, str]:
+    """Inverse of run_variant: (variant, setting); setting is "" for a sweep without nuisance."""
+    variant, _, setting = name.partition("/")
+    return variant, setting
+
+
+def on_edge(grid: Mapping[str, Sequence[Any]], setting: Mapping[str, Any]) -> list[str]:
+    """The keys whose chosen value is the smallest or largest of its grid (the grid may be too
+    narrow: the best value may lie beyond it). Non-numeric values count as never on an edge."""
+    out = []
+    for key, value in setting.items():
+        values = grid[key]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values) and (
+            value in (min(values), max(values))
+        ):
+            out.append(key)
+    return out
