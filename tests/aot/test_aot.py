@@ -2,6 +2,7 @@
 their memory is real and below the chip's, their FLOPs are the model's, and a run that cannot
 fit says so in one line."""
 
+import functools
 import subprocess
 import sys
 
@@ -32,6 +33,13 @@ def lm_config(batch_size=16, **train):
     return config
 
 
+@functools.cache
+def train_program(topology: str, **train) -> tuple:
+    """(plan, train step) of `lm_config(**train)` on `topology`, compiled once per module."""
+    plan = plan_run(lm_config(**train), get_topology(topology))
+    return plan, compile_programs(plan, decode=False)[0]
+
+
 @pytest.mark.parametrize(
     "topology, train",
     [
@@ -42,8 +50,7 @@ def lm_config(batch_size=16, **train):
     ],
 )
 def test_train_step_compiles_with_real_memory_and_model_flops(topology, train):
-    plan = plan_run(lm_config(**train), get_topology(topology))
-    (program,) = compile_programs(plan, decode=False)[:1]
+    plan, program = train_program(topology, **train)
     assert program.compiled, program.error
     assert all(v >= 0 for v in program.memory.values())
     assert 0 < program.total_bytes < TPU_CHIPS["v5e"].hbm_bytes
@@ -54,19 +61,13 @@ def test_train_step_compiles_with_real_memory_and_model_flops(topology, train):
 
 def test_fsdp_shards_the_state_over_the_chips():
     """Parameters and optimizer state split 8 ways: the arguments shrink about 8 times."""
-    replicated, sharded = (
-        compile_programs(plan_run(lm_config(fsdp=f), get_topology("v5e:2x4")), decode=False)[0]
-        for f in (1, 8)
-    )
+    (_, replicated), (_, sharded) = train_program("v5e:2x4"), train_program("v5e:2x4", fsdp=8)
     assert sharded.memory["arguments"] < replicated.memory["arguments"] / 4
 
 
 def test_grad_accumulation_and_scanned_layers_count_the_whole_step():
     """XLA counts a loop body once; the counts come from the unrolled step instead."""
-    plain, looped = (
-        compile_programs(plan_run(config, get_topology("v5e:1x1")), decode=False)[0]
-        for config in (lm_config(), lm_config(grad_accum_steps=2))
-    )
+    (_, plain), (_, looped) = train_program("v5e:1x1"), train_program("v5e:1x1", grad_accum_steps=2)
     assert looped.flops == pytest.approx(plain.flops, rel=0.05)
 
 
