@@ -42,6 +42,7 @@ def run_device_check(tmp_path, *flags):
     return {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines() if "|" in line}
 
 
+@pytest.mark.slow  # five models compiled and timed, with PyTorch: minutes on 2 cores
 def test_device_check_runs_at_tiny_sizes_on_cpu(tmp_path):
     import_torch()
     rows = run_device_check(tmp_path, "--sections=gpt2_small,speed,multi30k", "--notorch_compile")

@@ -65,12 +65,14 @@ def test_fsdp_shards_the_state_over_the_chips():
     assert sharded.memory["arguments"] < replicated.memory["arguments"] / 4
 
 
+@pytest.mark.slow  # several TPU compiles: minutes on 2 CPU cores
 def test_grad_accumulation_and_scanned_layers_count_the_whole_step():
     """XLA counts a loop body once; the counts come from the unrolled step instead."""
     (_, plain), (_, looped) = train_program("v5e:1x1"), train_program("v5e:1x1", grad_accum_steps=2)
     assert looped.flops == pytest.approx(plain.flops, rel=0.05)
 
 
+@pytest.mark.slow  # several TPU compiles: minutes on 2 CPU cores
 def test_encoder_decoder_compiles_train_eval_and_both_decodings():
     config = defaults.base_config("multi30k")
     config.data.update(batch_size=8, spm_vocab_size=64, max_input_len=12, max_target_len=13)
@@ -142,6 +144,7 @@ def run_aot(*args):
     )
 
 
+@pytest.mark.slow  # several TPU compiles: minutes on 2 CPU cores
 def test_gpt2_small_at_a_huge_batch_does_not_fit_colab_in_one_line():
     # Scanned layers keep the compile short; the step's memory is the same program's.
     result = run_aot(
