@@ -30,7 +30,7 @@ from pathlib import Path
 
 from absl import app, flags
 
-from transformer_jax.report import environment
+from transformer_jax import environment
 
 _SWEEP = flags.DEFINE_string("sweep", "experiments/quickstart.py", "Sweep file to run.")
 _QUICK = flags.DEFINE_bool("quick", False, "Pass --quick to the sweep (shrunk runs).")

@@ -9,7 +9,8 @@ import jax
 import numpy as np
 
 from transformer_jax.config import ModelConfig, TrainConfig
-from transformer_jax.models import FAMILIES, build_model
+from transformer_jax.families import FAMILIES
+from transformer_jax.models import build_model
 from transformer_jax.train import step as steps
 from transformer_jax.train.optimizer import make_optimizer
 

@@ -96,6 +96,20 @@ def trainer_command(config, cfg, train_config, steps: int, workdir: str) -> list
     ]
 
 
+def run_trainer(config, cfg, train_config, steps: int) -> tuple[float, dict, list[dict]]:
+    """Runs `trainer_command` in a temporary directory -> (wall time in seconds, its
+    summary.json, its metrics.jsonl lines)."""
+    with tempfile.TemporaryDirectory() as workdir:
+        command = trainer_command(config, cfg, train_config, steps, workdir)
+        print("trainer:", " ".join(command[1:]), flush=True)
+        start = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
+        summary = json.loads((Path(workdir) / "summary.json").read_text())
+        lines = [json.loads(x) for x in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
+    return wall, summary, lines
+
+
 def end_to_end(config, cfg, train_config, steps: int) -> None:
     """Prints the trainer's end-to-end tokens/s beside PyTorch eager's, measured around it."""
     batches = synthetic_batches(cfg, config.batch_size, config.seq_len, count=4)
@@ -105,14 +119,7 @@ def end_to_end(config, cfg, train_config, steps: int) -> None:
     half = max(steps // 2, config.warmup_steps + 1)
     torch_times = run_rounds({"pytorch": torch_runner}, batches, config.warmup_steps, half, half)
 
-    with tempfile.TemporaryDirectory() as workdir:
-        command = trainer_command(config, cfg, train_config, steps, workdir)
-        print("trainer:", " ".join(command[1:]), flush=True)
-        start = time.perf_counter()
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-        wall = time.perf_counter() - start
-        summary = json.loads((Path(workdir) / "summary.json").read_text())
-        lines = [json.loads(x) for x in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
+    wall, summary, lines = run_trainer(config, cfg, train_config, steps)
     torch_times["pytorch"] += run_rounds(
         {"pytorch": torch_runner}, batches, config.warmup_steps, half, half
     )["pytorch"]

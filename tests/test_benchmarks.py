@@ -142,3 +142,28 @@ def test_sweep_speed_counts_a_seed_group_as_one_process(tmp_path):
     assert runs == 6 and grouped["processes"] == 2 and grouped["train"] == 15.0
     runs, separate = mean_breakdown(tmp_path, grouped=False)
     assert runs == 6 and separate["processes"] == 6 and separate["total"] == 31.0
+
+
+@pytest.mark.slow
+def test_loop_cost_runs_the_trainer_beside_pytorch_at_a_tiny_size(tmp_path):
+    """The benchmark end to end at 4 steps: it trains through transformer_jax.main and prints
+    the bare step, the trainer's step in the loop and the loop's share, and PyTorch's loop."""
+    import subprocess
+    from pathlib import Path
+
+    import_torch()
+    repo = Path(__file__).resolve().parents[1]
+    command = [sys.executable, "-m", "benchmarks.loop_cost", "--steps=4", "--bare_steps=2"]
+    command += ["--batch_size=2", "--seq_len=16"]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for expected in ("bare jitted train step:", "ms per step in the loop; loop share", "pytorch"):
+        assert expected in done.stdout, done.stdout
+
+
+def test_loop_share_is_the_part_of_a_step_the_bare_step_leaves():
+    from benchmarks.loop_cost import loop_share
+
+    assert loop_share(0.105, 0.100) == pytest.approx(0.05 / 1.05)
+    assert loop_share(0.1, 0.1) == 0.0

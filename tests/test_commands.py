@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax.commands import USER_ERROR_EXIT_CODE, launch_dir, recorded_command
+from transformer_jax.commands import (
+    USER_ERROR_EXIT_CODE,
+    launch_dir,
+    recorded_command,
+    recorded_shell_command,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -71,3 +76,22 @@ def test_launch_dir_is_relative_inside_the_repository(monkeypatch, tmp_path):
     assert launch_dir() == "."
     monkeypatch.chdir(tmp_path)
     assert launch_dir() == str(tmp_path)
+
+
+def test_a_run_launched_in_the_repository_is_recorded_relative_to_it():
+    argv = ["/usr/bin/python3", "-m", "m", "--workdir=/repo/results/s/a/seed_0", "--config=c.py"]
+    env = {"OMP_NUM_THREADS": "1", "JAX_COMPILATION_CACHE_DIR": "/repo/results/s/.cache"}
+    recorded = recorded_shell_command(argv, "/repo", env, repository="/repo")
+    assert recorded == (
+        "OMP_NUM_THREADS=1 JAX_COMPILATION_CACHE_DIR=results/s/.cache "
+        "python -m m --workdir=results/s/a/seed_0 --config=c.py"
+    )
+    # From a folder of the repository: cd there (relative), paths relative to it.
+    assert recorded_shell_command(argv, "/repo/results", {}, repository="/repo") == (
+        "cd results && python -m m --workdir=s/a/seed_0 --config=c.py"
+    )
+    # Outside the repository: the exact, absolute line, as before.
+    assert recorded_shell_command(argv, "/elsewhere", env, repository="/repo") == (
+        "cd /elsewhere && OMP_NUM_THREADS=1 JAX_COMPILATION_CACHE_DIR=/repo/results/s/.cache "
+        "/usr/bin/python3 -m m --workdir=/repo/results/s/a/seed_0 --config=c.py"
+    )

@@ -13,8 +13,8 @@ from transformer_jax import decoding
 from transformer_jax.analysis.tokens import encode
 from transformer_jax.data.info import BOS_ID, EOS_ID
 from transformer_jax.data.tokenizers import CharTokenizer
+from transformer_jax.families import FAMILIES, check_decodable
 from transformer_jax.models import build_model
-from transformer_jax.models.families import FAMILIES, check_decodable
 from transformer_jax.train import losses
 
 TINY = tiny_model(

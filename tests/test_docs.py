@@ -147,6 +147,18 @@ def test_readme_is_a_front_door():
         assert ("bash", command) in blocks, command
 
 
+def test_committed_text_names_no_directory_of_the_machine_that_wrote_it():
+    """Docs and committed results give paths relative to the repository (recorded_command)."""
+    texts = [*PAGES, *(REPO / "results").rglob("*.md"), *(REPO / "results").rglob("*.json")]
+    texts += [*(REPO / "results").rglob("command.txt")]  # run.log: the trainer's own output
+    found = [
+        f"{path.relative_to(REPO)}: {match.group(0)}"
+        for path in texts
+        for match in re.finditer(r"(?<![\w.~])/(?:work|tmp)/\S*", path.read_text(errors="replace"))
+    ]
+    assert not found, "\n".join(found[:20])
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
 def test_every_relative_link_and_anchor_resolves(page):
     assert broken_links(page) == []

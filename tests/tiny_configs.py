@@ -2,10 +2,14 @@
 
 `tiny_model("decoder_only", {"attention.num_heads": 1}, dtype="bfloat16")`: a small, fast
 config of a family with dotted-path changes (the command-line and sweep syntax) and top-level
-fields. Test modules import it directly (tests/ is on pytest's pythonpath).
+fields. `tiny_copy_config(data_dir, steps=20)`: the experiment config of the copy run that the
+trained-run fixtures (tests/train, tests/analysis) train in seconds. Test modules import them
+directly (tests/ is on pytest's pythonpath).
 """
 
 from collections.abc import Mapping
+
+import ml_collections
 
 from transformer_jax import defaults
 from transformer_jax.config import ModelConfig, TrainConfig
@@ -19,6 +23,47 @@ TINY = ModelConfig(vocab_size=13, d_model=16, num_encoder_layers=1, dropout_rate
 def tiny_model(family: str = "decoder_only", changes: Mapping | None = None, **fields):
     """TINY as `family` (decoder_only: 2 layers), with `changes` (dotted) and `fields`."""
     return TINY.override({"family": family, **fields, **(changes or {})})
+
+
+def tiny_copy_config(
+    data_dir,
+    steps: int = 60,
+    *,
+    model: Mapping | None = None,
+    data: Mapping | None = None,
+    **train,
+) -> ml_collections.ConfigDict:
+    """The copy task on a 1+1-layer encoder-decoder of width 32, as a ConfigDict the trainer
+    takes: 2,000 training examples of 1..8 symbols, 64 test and 64 test_long (9..12). `model`
+    and `data` update those parts (dotted paths for the model), `train` the train fields."""
+    config = defaults.base_config("copy")
+    config.model.update_from_flattened_dict(
+        {
+            "d_model": 32,
+            "num_encoder_layers": 1,
+            "num_decoder_layers": 1,
+            "dropout_rate": 0.1,
+            "attention.num_heads": 2,
+            "ffn.d_ff": 64,
+            **(model or {}),
+        }
+    )
+    config.data.update(
+        {
+            "data_dir": str(data_dir),
+            "num_train": 2000,
+            "num_test": 64,
+            "num_test_long": 64,
+            "max_len": 8,
+            "long_min_len": 9,
+            "long_max_len": 12,
+            "batch_size": 16,
+            **(data or {}),
+        }
+    )
+    train = {"log_every": 10, "eval_every": 30, "checkpoint_every": 20, "warmup_steps": 5, **train}
+    config.train.update(steps=steps, **train)
+    return config
 
 
 def tiny_sgd(**fields) -> TrainConfig:

@@ -11,14 +11,14 @@ import functools
 import os
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 USER_ERROR_EXIT_CODE = 2  # as argparse and absl exit for bad flags
 # The repository: the directory holding this package (configs/, experiments/, results/).
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def recorded_command(module: str, argv: Sequence[str], repository: str = REPOSITORY) -> str:
+def recorded_command(module: str, argv: Sequence[str], repository: str | None = None) -> str:
     """`python -m module argv...` as the user typed it, for a report or sweep.json: an absolute
     path inside the repository becomes relative to it (`--workdir=results/x`), so that a
     committed report names no directory of the machine that ran it; everything else is kept.
@@ -26,13 +26,30 @@ def recorded_command(module: str, argv: Sequence[str], repository: str = REPOSIT
     argv: the arguments after the program name (sys.argv[1:]); a path may be a flag's value
     (`--workdir=/r/x`) or an argument of its own (`--workdir /r/x`).
     """
+    repository = repository or REPOSITORY
     return shlex.join(["python", "-m", module, *(_in_repository(a, repository) for a in argv)])
 
 
-def launch_dir(repository: str = REPOSITORY) -> str:
+def recorded_shell_command(
+    argv: Sequence[str], cwd: str, env: Mapping[str, str], repository: str | None = None
+) -> str:
+    """`cd CWD && VAR=value ... argv`, the line command.txt and run.log record for a run. Run
+    from inside the repository, the line is written from there: paths inside `cwd` relative to
+    it, the `cd` dropped at the repository's root and the interpreter named `python`, so that a
+    committed record names no directory of the machine that ran it. Elsewhere it is absolute."""
+    where = _in_repository(cwd, repository or REPOSITORY)
+    if os.path.isabs(where):
+        prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in env.items())
+        return f"cd {shlex.quote(cwd)} && {prefix}{shlex.join(argv)}"
+    prefix = "".join(f"{k}={shlex.quote(_in_repository(v, cwd))} " for k, v in env.items())
+    command = shlex.join(["python", *(_in_repository(a, cwd) for a in argv[1:])])
+    return prefix + command if where == "." else f"cd {shlex.quote(where)} && {prefix}{command}"
+
+
+def launch_dir(repository: str | None = None) -> str:
     """The current directory as a record names it: relative to the repository when inside it
     ("." for its root), else absolute."""
-    return _in_repository(os.getcwd(), repository)
+    return _in_repository(os.getcwd(), repository or REPOSITORY)
 
 
 def _in_repository(arg: str, repository: str) -> str:

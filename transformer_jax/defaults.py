@@ -10,8 +10,8 @@ them, so that config files and the command line override the same names
 import ml_collections
 
 from transformer_jax import data
+from transformer_jax import fields as F
 from transformer_jax.config import ModelConfig, TrainConfig, UniversalConfig, ViTConfig
-from transformer_jax.config import fields as F
 
 FROM_DATA = -1  # model fields filled from the dataset: vocabulary, lengths, image shape
 

@@ -2,9 +2,10 @@
 
 One training run owns one directory (`--workdir`; a sweep lays its runs out as
 WORKDIR/<variant>/seed_<seed>/; a seed group, `main --seeds`, writes one per seed,
-WORKDIR/seed_<seed>/). The trainer writes config.json, its tokenizer, metrics.jsonl,
-checkpoints/ and summary.json; the sweep runner adds command.txt, run.log and, after a failure,
-failure.json.
+WORKDIR/seed_<seed>/). The trainer writes config.json, its tokenizer, metrics.jsonl (and its
+TensorBoard event files), checkpoints/, summary.json and its TensorBoard HParams session
+(tracking/hparams.py), with train.wandb_project also wandb.json and wandb/; the sweep runner adds
+hparams.json, command.txt, run.log and, after a failure, failure.json.
 JSON files are written atomically (`write_json`: tmp file + `os.replace`), so a reader polling
 a running sweep never sees half a file; `read_json` still treats an unparsable file as absent.
 """
@@ -33,6 +34,10 @@ LOG_FILE = "run.log"  # the sweep runner: the run's stdout and stderr
 LOCK_FILE = ".train.lock"  # the trainer: flock-ed while a process trains the run (lock_run)
 FAILURE_FILE = "failure.json"  # the sweep runner: return code, error and stderr tail
 JOB_FILE = "job.json"  # the sweep's job launchers (sweep/slurm.py): launcher, job id, submitted
+# The sweep runner, before a run starts: {"sweep": its name, "hparams": {"variant", "seed", cell
+# factors, overridden fields}} (sweep/hparams.py), read by the run's trackers (tracking/).
+HPARAMS_FILE = "hparams.json"
+WANDB_FILE = "wandb.json"  # train.wandb_project: {"id", "project"} of the run's W&B run
 TRANSLATIONS_DIR = "translations"  # train.bleu: decoded test split, one line per example
 
 # How the trainer's process exits (besides 0, finished, and the commands' USER_ERROR_EXIT_CODE 2):

@@ -9,15 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from analysis_fixtures import assert_png
+from tiny_configs import tiny_model
 
 from transformer_jax import decoding
 from transformer_jax.analysis import attention_maps as am
-from transformer_jax.config import (
-    AttentionConfig,
-    FeedForwardConfig,
-    ModelConfig,
-    PositionalConfig,
-)
 from transformer_jax.data.tokenizers import CharTokenizer
 from transformer_jax.layers.positional import sinusoidal_table
 from transformer_jax.models import build_model
@@ -110,18 +105,7 @@ def test_without_target_the_decoder_reads_its_greedy_output(run):
 def random_run(family: str, changes: dict | None = None) -> LoadedRun:
     """A randomly initialised run of a family the copy task does not train, with digit tokens;
     `changes`: dotted-path config changes."""
-    config = ModelConfig(
-        family=family,
-        vocab_size=13,
-        num_classes=2,
-        d_model=16,
-        num_encoder_layers=1,
-        num_decoder_layers=2,
-        dropout_rate=0.0,
-        attention=AttentionConfig(num_heads=2),
-        positional=PositionalConfig(max_len=12),
-        ffn=FeedForwardConfig(d_ff=32),
-    ).override(changes or {})
+    config = tiny_model(family, {"positional.max_len": 12, **(changes or {})}, num_classes=2)
     model = build_model(config)
     params = model.init(jax.random.PRNGKey(0), np.ones((1, 4), np.int32))["params"]
     state = TrainState(jnp.int32(0), params, {}, None, jax.random.PRNGKey(1))

@@ -16,8 +16,8 @@ from tiny_configs import tiny_model
 
 from transformer_jax.analysis import length_profile
 from transformer_jax.data.batching import seq2seq_row, stack
+from transformer_jax.families import family_of
 from transformer_jax.models import build_model
-from transformer_jax.models.families import family_of
 from transformer_jax.train import losses
 from transformer_jax.train.restore import load_run
 

@@ -2,9 +2,10 @@
 files whose numbers decide each verdict."""
 
 import csv
+import json
 
 from experiments.reports import table4
-from transformer_jax.report.run_dirs import RUNS_CSV_LEADING, RUNS_CSV_TRAILING
+from transformer_jax.sweep_dir import RUNS_CSV_LEADING, RUNS_CSV_TRAILING
 
 
 def write_runs(path, runs: dict[str, list[tuple[float, float]]]):
@@ -51,3 +52,44 @@ def test_only_offsets_beating_the_better_transformer(tmp_path):
 def test_one_seed_is_pending_and_a_transformer_that_generalises_is_not_reproduced(tmp_path):
     runs = {"transformer": [(0.99, 0.90)], "ut": [(0.99, 0.95)]}
     assert verdicts(tmp_path, runs) == ["not reproduced", "pending"]
+
+
+T2T_BASE = {
+    "transformer": [(0.34, 0.08), (0.35, 0.08), (0.33, 0.09)],
+    "ut": [(0.30, 0.05), (0.31, 0.06), (0.32, 0.05)],
+}
+
+
+def test_t2t_recipe_has_its_three_columns_and_an_act_only_verdict(tmp_path):
+    runs = {**T2T_BASE, "ut_act": [(0.60, 0.10), (0.63, 0.11), (0.61, 0.12)]}
+    assert verdicts(tmp_path, runs) == ["reproduced", "reproduced only with ACT"]
+    table = table4.table4(tmp_path)
+    assert "| ours: Transformer | ours: UT | ours: UT + ACT | verdict" in table
+    assert "offsets" not in table.splitlines()[-1]  # no "+ offsets" columns, no second reading
+    runs["ut_act"] = [(0.30, 0.10), (0.31, 0.11), (0.32, 0.12)]
+    assert verdicts(tmp_path, runs)[1] == "not reproduced"
+
+
+def write_reread(path, variant: str, seed: int, char: float, seq: float, mode="step_offset"):
+    """What transformer_jax.analysis.reread_positions writes into a run directory."""
+    out = path / variant / f"seed_{seed}" / "eval_positions" / f"{mode}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    metrics = {"test_long": {"token_accuracy": char, "seq_accuracy": seq}}
+    out.write_text(json.dumps({"eval_positions": mode, "metrics": metrics}))
+
+
+def test_random_offset_reading_is_a_second_table_with_its_own_verdicts(tmp_path):
+    runs = {**T2T_BASE, "ut_act": [(0.30, 0.10), (0.31, 0.11), (0.32, 0.12)]}
+    write_runs(tmp_path / "copy", runs)
+    for seed, (t, u) in enumerate([(0.34, 0.91), (0.35, 0.93), (0.33, 0.90)]):
+        write_reread(tmp_path / "copy", "transformer", seed, t, 0.08)
+        write_reread(tmp_path / "copy", "ut", seed, u, 0.3)
+    table = table4.table4(tmp_path)
+    plain, offsets = table.split("## Read at random positions")
+    assert "## Read at plain positions" in plain
+    assert plain.strip().splitlines()[-1].endswith("| reproduced | not reproduced |")
+    row = offsets.strip().splitlines()[-1]
+    assert "| 0.34 / 0.08 (n=3) | 0.91 / 0.30 (n=3) | – |" in row  # UT+ACT not reread
+    assert row.endswith("| reproduced | reproduced |")
+    # Another mode's files are not this reading.
+    assert "## Read at" not in table4.table4(tmp_path, offsets="batch_offset")

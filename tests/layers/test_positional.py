@@ -121,7 +121,7 @@ def test_hooks_of_each_encoding():
     for kind in registry:
         encoding = positional.encoding(PositionalConfig(kind=kind))
         rotated = not np.allclose(encoding.rotate(x, pos), x)
-        bias = encoding.logit_bias(pos, pos, 2, causal=True)
+        bias = encoding.logit_bias(None, pos, pos, 2, causal=True)
         assert rotated == (kind == "rotary"), kind
         assert (bias is not None) == (kind == "alibi"), kind
     with pytest.raises(ValueError, match=r"model.positional.kind='fourier' is not valid"):

@@ -7,8 +7,8 @@ import pytest
 from tiny_configs import tiny_model
 
 from transformer_jax.config import ViTConfig
+from transformer_jax.families import family_of
 from transformer_jax.models import build_model
-from transformer_jax.models.families import family_of
 from transformer_jax.models.stack import TransformerStack
 
 TINY = tiny_model(

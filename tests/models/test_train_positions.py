@@ -9,7 +9,7 @@ import pytest
 from tiny_configs import tiny_model
 
 from transformer_jax.layers.positional import training_positions
-from transformer_jax.models import FAMILIES, stack
+from transformer_jax.models import MODULES, build_model, stack
 
 CASES = [
     ("encoder_decoder", "sinusoidal", "offset", False),
@@ -17,6 +17,9 @@ CASES = [
     ("encoder_decoder", "learned", "randomized", True),
     ("decoder_only", "rotary", "randomized", False),
     ("decoder_only", "alibi", "randomized", False),
+    ("encoder_decoder", "sinusoidal", "step_offset", True),
+    ("encoder_decoder", "learned", "batch_randomized", False),
+    ("decoder_only", "rotary", "batch_randomized", False),
 ]
 
 
@@ -26,7 +29,7 @@ def _batch():
 
 
 def _apply(config, variables, ids, *, train, seed=0):
-    module = FAMILIES[config.family].module(config)
+    module = build_model(config)
     args = (ids, ids) if config.family == "encoder_decoder" else (ids,)
     rngs = {"positions": jax.random.PRNGKey(seed)} if train else None
     return module.apply(variables, *args, train=train, rngs=rngs)
@@ -41,7 +44,7 @@ def test_random_positions_change_training_only(family, kind, scheme, universal):
     shifted = plain.override({"positional.train_positions": scheme})
     ids = _batch()
     args = (ids, ids) if family == "encoder_decoder" else (ids,)
-    variables = FAMILIES[family].module(plain).init(jax.random.PRNGKey(0), *args)
+    variables = MODULES[family](plain).init(jax.random.PRNGKey(0), *args)
     # Evaluation uses plain positions: the option leaves the model's function unchanged there.
     np.testing.assert_array_equal(
         _apply(shifted, variables, ids, train=False), _apply(plain, variables, ids, train=False)
@@ -56,7 +59,7 @@ def test_random_positions_change_training_only(family, kind, scheme, universal):
 def test_given_positions_with_random_training_positions_raise():
     config = tiny_model("decoder_only", {"positional.train_positions": "offset"})
     ids = _batch()[:, :4]
-    module = FAMILIES["decoder_only"].module(config)
+    module = build_model(config)
     variables = module.init(jax.random.PRNGKey(0), ids)
     with pytest.raises(ValueError, match="cannot serve inputs with given positions"):
         module.apply(
@@ -75,7 +78,7 @@ def test_randomized_eval_positions_are_a_fixed_draw_of_the_training_scheme(famil
     random_eval = plain_eval.override({"positional.eval_positions": "randomized"})
     ids = _batch()
     args = (ids, ids) if family == "encoder_decoder" else (ids,)
-    variables = FAMILIES[family].module(plain_eval).init(jax.random.PRNGKey(0), *args)
+    variables = MODULES[family](plain_eval).init(jax.random.PRNGKey(0), *args)
     first = _apply(random_eval, variables, ids, train=False)
     np.testing.assert_array_equal(first, _apply(random_eval, variables, ids, train=False))
     assert not np.allclose(first, _apply(plain_eval, variables, ids, train=False), atol=1e-4)
@@ -85,11 +88,11 @@ def test_randomized_eval_positions_are_a_fixed_draw_of_the_training_scheme(famil
             jax.random.PRNGKey(stack.EVAL_POSITIONS_SEED), zlib.crc32(b"decoder")
         )
         positions = training_positions("randomized", key, ids != 0, 24)
-        module = FAMILIES[family].module(plain_eval)
+        module = MODULES[family](plain_eval)
         given = module.apply(variables, ids, positions_BT=positions, train=False)
         np.testing.assert_allclose(first, given, rtol=1e-6, atol=1e-6)
     # A "positions" rng, when the caller gives one, replaces the fixed key.
-    module = FAMILIES[family].module(random_eval)
+    module = MODULES[family](random_eval)
     drawn = module.apply(variables, *args, train=False, rngs={"positions": jax.random.PRNGKey(5)})
     assert not np.allclose(first, drawn, atol=1e-4)
 

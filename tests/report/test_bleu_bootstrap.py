@@ -6,8 +6,8 @@ import pytest
 import sacrebleu
 
 from transformer_jax.report import bleu_bootstrap
-from transformer_jax.report.run_dirs import RunRecord
 from transformer_jax.run_dir import TRANSLATIONS_DIR
+from transformer_jax.sweep_dir import RunRecord
 
 REFERENCES = [
     "A man rides a bicycle down the street.",

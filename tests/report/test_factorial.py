@@ -9,8 +9,8 @@ import pytest
 from transformer_jax.report import factorial, stats, summary
 from transformer_jax.report.factorial import Design, DesignFactor
 from transformer_jax.report.factorial_tables import cells_table, effects_csv, effects_table
-from transformer_jax.report.run_dirs import RunRecord
 from transformer_jax.sweep import Factor, SplitFactor, Sweep
+from transformer_jax.sweep_dir import RunRecord
 
 T_975_2 = 4.302653  # two-sided 95% t quantile, 2 degrees of freedom
 

@@ -5,9 +5,9 @@ import math
 import pytest
 
 from transformer_jax.report import tuning
-from transformer_jax.report.run_dirs import RunRecord
 from transformer_jax.sweep import Sweep
 from transformer_jax.sweep.nuisance import on_edge, settings
+from transformer_jax.sweep_dir import RunRecord
 
 LRS = (1e-3, 3e-3, 1e-2)
 
@@ -171,3 +171,31 @@ def test_a_selection_metric_no_run_reports_is_noted_and_chooses_nothing():
     chosen = tuning.select(sweep, make_runs(sweep, validation_loss, honest_test))
     assert chosen.chosen == {"a": {}, "b": {}}
     assert len(chosen.notes) == 1 and "report the splits test, validation" in chosen.notes[0]
+
+
+def test_the_isolation_plot_names_its_axes_and_every_variant(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    from transformer_jax.report import plots
+
+    saved = []
+    original = Figure.savefig
+    monkeypatch.setattr(
+        Figure, "savefig", lambda fig, path, **kw: (saved.append(fig), original(fig, path, **kw))
+    )
+    sweep = make_sweep()
+    key, curves = tuning.isolation_curves(sweep, make_runs(sweep, validation_loss, honest_test))
+    assert key == "train.learning_rate"
+    # Per learning rate, the mean over seeds 0-2 (0.1 * mean seed = 0.1).
+    xs, ys = zip(*curves["a"], strict=True)
+    assert xs == LRS
+    assert ys == pytest.approx([math.log10(3) + 0.1, 0.1, math.log10(10 / 3) + 0.1])
+    path = tmp_path / "isolation.png"
+    assert plots.plot_isolation(
+        curves, {"a": "a", "b": "b"}, key, "validation/loss", "t", str(path)
+    )
+    assert path.stat().st_size > 0
+    (ax,) = saved[0].axes
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_xscale()) == (key, "validation/loss", "log")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b"]
+    assert not plots.plot_isolation({"a": []}, {"a": "a"}, key, "y", "t", str(tmp_path / "no.png"))

@@ -7,6 +7,7 @@ recording and resumption without training anything.
 
 import os
 
+from transformer_jax.report.report import write_report
 from transformer_jax.sweep import load_sweep, run_sweep
 
 FAKE_MAIN = """
@@ -104,8 +105,9 @@ MACHINE = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "cpu_coun
 
 
 def run_demo(workdir, **kwargs):
+    """The demo sweep, then its report, as `python -m transformer_jax.sweep` runs them."""
     sweep = load_sweep("experiments/demo.py")
-    return run_sweep(
+    counts = run_sweep(
         sweep,
         "experiments/demo.py",
         str(workdir),
@@ -114,6 +116,8 @@ def run_demo(workdir, **kwargs):
         machine=MACHINE,
         **kwargs,
     )
+    write_report(str(workdir))
+    return counts
 
 
 def calls(workdir, variant, seed):

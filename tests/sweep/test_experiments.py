@@ -38,7 +38,12 @@ def test_shipped_sweep_loads_and_every_variant_builds(name, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "variant"),
-    [("universal_table4.py", "ut_act_offset"), ("length_generalization.py", "randomized")],
+    [
+        ("universal_table4.py", "ut_act_offset"),
+        ("length_generalization.py", "randomized"),
+        ("universal_table4_t2t.py", "ut_act"),
+        ("length_generalization_ruoss.py", "batch_eval"),
+    ],
 )
 def test_issue16_sweeps_run_quick_and_log_every_metric_they_report(
     name, variant, tmp_path, monkeypatch

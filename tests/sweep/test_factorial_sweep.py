@@ -12,6 +12,7 @@ import sys
 import pytest
 from sweep_fixtures import MACHINE
 
+from transformer_jax.report.report import write_report
 from transformer_jax.sweep import load_sweep, run_sweep
 
 # The stand-in trainer: test/seq_accuracy = 0.5 + offset + 0.2 big + 0.5 offset big + 0.01 k seed,
@@ -78,6 +79,7 @@ def test_2x2_factorial_sweep_end_to_end(project):
         seed_groups=False,  # The stand-in trains one seed per process.
     )
     assert counts == {"finished": 12}
+    write_report("out")
     # Every cell is an ordinary run with its merged overrides as flags, same seeds everywhere.
     command = (project / "out/high_big/seed_2/command.txt").read_text()
     assert "--config.fake.offset=0.1" in command and "--config.model.d_model=64" in command

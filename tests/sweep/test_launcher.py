@@ -11,6 +11,7 @@ import time
 import pytest
 from sweep_fixtures import MACHINE, run_demo
 
+from transformer_jax.report.report import write_report
 from transformer_jax.sweep import Sweep, launcher, run_sweep, runner
 
 
@@ -79,6 +80,7 @@ def test_killed_run_fails_and_stopped_run_stays_resumable(project):
     )
     workdir = project / "out"
     counts = run_sweep(sweep, "s.py", str(workdir), main_module="fake_main", machine=MACHINE)
+    write_report(str(workdir))
     # "silent" exits 0 without a summary, as the trainer does when stopped by SIGTERM.
     assert counts == {"finished": 1, "failed": 1, "incomplete": 1}
     killed = json.loads((workdir / "killed" / "seed_0" / "failure.json").read_text())

@@ -7,6 +7,7 @@ shifted therefore looks worse than base; tuned, it is better, so the verdict mus
 """
 
 import csv
+import json
 import shutil
 
 import pytest
@@ -54,6 +55,8 @@ def get_config(arg=""):
     config.seed = 0
     config.fake = ml_collections.ConfigDict({"best_lr": 1e-3, "offset": 0.0})
     config.train = ml_collections.ConfigDict({"learning_rate": 1e-3, "warmup_steps": 0})
+    if arg == "quick":  # A shrunk run may change a nuisance key's value, as defaults.shrink does.
+        config.train.learning_rate = 5e-4
     return config
 """
 
@@ -106,6 +109,7 @@ def test_two_cells_two_learning_rates_two_seeds(project):
         machine=MACHINE,
     )
     assert counts == {"finished": 8}
+    write_report(str(workdir))
     # Each setting its own directory (and seed group) below its variant's.
     for variant in ("base", "shifted"):
         for lr in ("0.001", "0.01"):
@@ -197,6 +201,7 @@ def test_a_factorial_sweep_tuned_has_an_isolation_plot_per_factor(project):
     )
     workdir = project / "runs"
     run_sweep(sweep, "experiments/tuned.py", str(workdir), main_module="fake_main", machine=MACHINE)
+    write_report(str(workdir))
     text = section(workdir / "report.md", "Tuning")
     # shift: yes − no changes sign at both lengths, the length interaction keeps its sign
     # (+0.05 more at unseen lengths, untuned and tuned).
@@ -205,3 +210,18 @@ def test_a_factorial_sweep_tuned_has_an_isolation_plot_per_factor(project):
     assert any("shift × length" in line and "| kept |" in line for line in text.splitlines())
     for factor in ("shift", "size"):
         assert (workdir / f"isolation_{factor}.png").is_file()
+
+
+def test_quick_keeps_the_full_sweeps_default_as_the_untuned_setting(project):
+    workdir = project / "runs"
+    counts = run_sweep(
+        tuned_sweep(),
+        "experiments/tuned.py",
+        str(workdir),
+        main_module="fake_main",
+        machine=MACHINE,
+        quick=True,
+    )
+    assert counts == {"finished": 8}
+    with open(workdir / "sweep.json") as f:
+        assert json.load(f)["nuisance_default"] == {"train.learning_rate": 1e-3}

@@ -7,11 +7,14 @@ import sys
 
 import pytest
 from absl import flags
+from google.protobuf import json_format
 from ml_collections import config_flags
 from ml_collections.config_flags import config_path
 from sweep_fixtures import calls, run_demo, valid_kwargs
 
+from transformer_jax import commands
 from transformer_jax.sweep import Sweep, format_override, runner
+from transformer_jax.tracking import hparams as tracking_hparams
 
 
 def test_overrides_parse_back_exactly_through_config_flags(project, monkeypatch):
@@ -131,6 +134,23 @@ def test_a_command_recorded_relative_to_the_repository_matches_its_rerun(project
         run_demo(workdir, variants=["base"], seeds=[1])
 
 
+def test_a_sweep_run_in_the_repository_records_paths_relative_to_it(project, monkeypatch):
+    """command.txt, run.log and sweep.json of a sweep launched from the repository name no
+    directory of the machine, and a rerun still recognises its runs as its own."""
+    monkeypatch.setattr(commands, "REPOSITORY", str(project))
+    workdir = project / "out"
+    assert run_demo(workdir, variants=["base"], seeds=[0, 1]) == {"finished": 2}
+    for seed in (0, 1):
+        run = workdir / "base" / f"seed_{seed}"
+        headers = [line for line in (run / "run.log").read_text().splitlines() if "=====" in line]
+        assert headers and not any(str(project) in line for line in headers)
+        assert str(project) not in (run / "command.txt").read_text()
+        assert f"--workdir=out/base/seed_{seed}" in (run / "command.txt").read_text()
+    assert json.loads((workdir / "sweep.json").read_text())["cwd"] == "."
+    assert run_demo(workdir, variants=["base"], seeds=[0, 1]) == {"finished": 2}
+    assert calls(workdir, "base", 0) == 1
+
+
 def _results(workdir):
     with open(workdir / "results.csv") as f:
         return list(csv.DictReader(f))
@@ -168,13 +188,33 @@ def test_seed_groups_train_each_variant_in_one_process(project):
     assert calls(grouped, "base", 0) == 1 and calls(grouped, "flaky", 0) == 2
 
 
+def test_each_run_gets_its_hparams_before_it_starts(project):
+    """hparams.json of every launched run (read by its HParams session and W&B run): variant,
+    seed and every overridden field, the base config's value where a variant keeps it; the
+    report's HParams session of each ended run has them too."""
+    run_demo(project / "out", variants=["base", "better", "unstable"], seeds=[1])
+    for variant, offset in (("base", 0.0), ("better", 0.1), ("unstable", 0.0)):
+        run = project / "out" / variant / "seed_1"
+        mode = "diverge" if variant == "unstable" else "ok"
+        expected = {
+            "variant": variant,
+            "seed": 1,
+            "fake.offset": offset,
+            "fake.mode": mode,
+        }
+        stored = json.loads((run / "hparams.json").read_text())
+        assert stored == {"sweep": "out", "hparams": expected}
+        start = tracking_hparams.read_session_start(run)
+        assert {k: json_format.MessageToDict(v) for k, v in start.hparams.items()} == expected
+    assert not (project / "out" / "flaky").exists()
+
+
 @pytest.mark.parametrize(
-    "sweep_file, grouped",
-    [("experiments/quickstart.py", True), ("experiments/length_generalization.py", False)],
+    "sweep_file", ["experiments/quickstart.py", "experiments/length_generalization.py"]
 )
-def test_variants_that_stop_early_train_seed_by_seed(sweep_file, grouped, tmp_path, monkeypatch):
-    """Early stopping ends each seed at its own step, which one vmapped program cannot do: a
-    seed group would silently train every seed to train.steps."""
+def test_every_variant_trains_as_one_seed_group(sweep_file, tmp_path, monkeypatch):
+    """Early stopping included (length_generalization.py stops early): a seed group stops each
+    seed at its own step (tests/train/test_seed_group.py)."""
     from pathlib import Path
 
     from transformer_jax.sweep import load_sweep
@@ -184,14 +224,4 @@ def test_variants_that_stop_early_train_seed_by_seed(sweep_file, grouped, tmp_pa
     spec = f"{sweep.config}:{sweep.config_arg}" if sweep.config_arg else sweep.config
     todo = runner.plan(sweep, str(tmp_path), spec)
     units = runner.launches(sweep, str(tmp_path), todo, spec, runner.DEFAULT_MAIN, True)
-    expected = len(sweep.variants) if grouped else len(todo)
-    assert len(units) == expected
-
-
-def test_a_seed_group_refuses_early_stopping():
-    from transformer_jax.config import TrainConfig
-    from transformer_jax.train.seed_group import check_group_parallelism
-
-    train_cfg = TrainConfig.from_dict({"early_stop_metric": "test/seq_accuracy"})
-    with pytest.raises(ValueError, match="train.early_stop_metric='test/seq_accuracy'"):
-        check_group_parallelism(train_cfg)
+    assert len(units) == len(sweep.run_variants) < len(todo)

@@ -434,7 +434,7 @@ def test_bad_launcher_inputs_fail_before_anything_is_written(launch_project, mon
 
 
 def test_run_state_precedence():
-    from transformer_jax.report.run_dirs import RunRecord
+    from transformer_jax.sweep_dir import RunRecord
 
     def state(status, scheduler, job=True, failure=None):
         record = RunRecord("v", 0, "/w/v/seed_0", status, error=failure)

@@ -41,14 +41,25 @@ def test_a_metric_the_evaluation_lacks_raises_with_the_valid_names():
         tracker.update(10, {"test": {"loss": 1.0}})
 
 
-def test_resumes_its_count_only_for_the_same_criterion():
+def test_resumes_the_history_of_its_metric_under_a_changed_criterion():
     tracker = EarlyStopping("test/loss", patience=3, min_delta=0.0)
     _evals(tracker, [2.0, 2.5], name="loss")
     criterion = {"metric": "test/loss", "patience": 3, "min_delta": 0.0, "min_steps": 0}
     resumed = EarlyStopping.from_state(tracker.summary(), **criterion)
-    assert (resumed.best, resumed.stale) == (2.0, 1)
-    fresh = EarlyStopping.from_state(tracker.summary(), **{**criterion, "patience": 4})
-    assert (fresh.best, fresh.stale) == (None, 0)
+    assert (resumed.best, resumed.best_step, resumed.stale) == (2.0, 10, 1)
+    longer = EarlyStopping.from_state(tracker.summary(), **{**criterion, "patience": 4})
+    assert (longer.best, longer.best_step, longer.stale) == (2.0, 10, 1)
+    other = EarlyStopping.from_state(tracker.summary(), **{**criterion, "metric": "test/x"})
+    assert (other.best, other.stale) == (None, 0)
+
+
+def test_a_recorded_stop_holds_only_if_the_new_patience_would_stop_too():
+    tracker = EarlyStopping("test/loss", patience=1, min_delta=0.0)
+    assert _evals(tracker, [2.0, 2.5], name="loss") == [False, True]
+    criterion = {"metric": "test/loss", "patience": 1, "min_delta": 0.0, "min_steps": 0}
+    assert EarlyStopping.from_state(tracker.summary(), **criterion).stopped_step == 20
+    patient = EarlyStopping.from_state(tracker.summary(), **{**criterion, "patience": 3})
+    assert not patient.stopped and patient.stale == 1
 
 
 @pytest.mark.parametrize("metric", ["test", "/loss", "test/", 3])
@@ -85,6 +96,30 @@ def test_the_run_stops_records_why_and_a_resume_trains_no_further(tmp_path):
     assert [m for m in read_metrics(workdir) if m["split"] == "train"] == [
         m for m in lines if m["split"] == "train"
     ]
+
+
+def test_a_resume_with_a_longer_patience_keeps_the_history(tmp_path):
+    """The first process trains 20 steps (best at 10, one stale evaluation); resumed with
+    patience 5 and more steps, the run still counts from the best at step 10 and stops at 60,
+    not 5 evaluations after the resume."""
+    criterion = {"early_stop_metric": "test/token_accuracy", "early_stop_min_delta": 2.0}
+    cadence = {"log_every": 10, "eval_every": 10, "checkpoint_every": 10}
+    first = tiny_config(
+        tmp_path / "tfds",
+        steps_=20,
+        generate_eval=False,
+        diagnostics=False,
+        early_stop_patience=3,
+        **criterion,
+        **cadence,
+    )
+    workdir = tmp_path / "run"
+    assert train_and_evaluate(first, str(workdir)).step == 20
+    resumed = first.copy_and_resolve_references()
+    resumed.train.update(steps=100, early_stop_patience=5)
+    summary = train_and_evaluate(resumed, str(workdir))
+    assert (summary.step, summary.early_stop["best_step"]) == (60, 10)
+    assert summary.early_stop["stopped_step"] == 60
 
 
 def test_an_early_stop_split_the_data_lacks_fails_before_training(tmp_path):

@@ -5,16 +5,20 @@ import errno
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 from orbax.checkpoint._src.handlers import json_checkpoint_handler
 from train_fixtures import read_metrics, tiny_config
 
 from transformer_jax.data.api import Dataset
+from transformer_jax.train.loop import MAX_STEPS_AHEAD
 from transformer_jax.train.numerics import NonFiniteError
 from transformer_jax.train.restore import load_run
+from transformer_jax.train.seed_group import train_seed_group
 from transformer_jax.train.trainer import train_and_evaluate
 
 
@@ -136,3 +140,55 @@ def test_a_full_disk_fails_the_run_at_the_failed_save_in_one_line(
     assert summary["status"] == "failed" and "No space left on device" in summary["error"]
     monkeypatch.undo()
     assert load_run(str(workdir)).state.step == 5
+
+
+def _slow_steps(monkeypatch, signal_at: int) -> list[int]:
+    """Each train step's device work ends in a 50 ms host callback, far more than the loop's
+    host work per step; when the device runs step `signal_at` the callback sends SIGTERM. Returns
+    the list the signalled step is appended to."""
+    from transformer_jax.train import step as steps
+
+    make_train_step = steps.make_train_step
+    signalled = []
+
+    def on_device(step):
+        time.sleep(0.05)
+        if int(step) == signal_at and not signalled:
+            signalled.append(int(step))
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def slow_train_step(*args, **kwargs):
+        train_step = make_train_step(*args, **kwargs)
+
+        def step(state, batch, **step_kwargs):
+            state, metrics = train_step(state, batch, **step_kwargs)
+            jax.debug.callback(on_device, state.step)
+            return state, metrics
+
+        return step
+
+    monkeypatch.setattr(steps, "make_train_step", slow_train_step)
+    return signalled
+
+
+@pytest.mark.parametrize("seeds", [None, (0, 3)], ids=["solo", "seed_group"])
+def test_a_signal_is_honoured_within_the_steps_in_flight(tmp_path, data_dir, monkeypatch, seeds):
+    """Slow device steps and one logging step at the end (log_every 1000): without a bound the
+    loop would queue every step before its first wait, and the signal would be seen only after
+    all of them. The loop stays MAX_STEPS_AHEAD steps ahead of the device, so the stop's
+    checkpoint is at most MAX_STEPS_AHEAD + 1 steps after the step the device was running when
+    the signal came, whatever the machine's speed."""
+    config = _config(data_dir, steps=40, log_every=1000, eval_every=1000, checkpoint_every=1000)
+    signalled = _slow_steps(monkeypatch, signal_at=8)
+    if seeds is None:
+        summaries = [train_and_evaluate(config, str(tmp_path / "run"))]
+        workdirs = [tmp_path / "run"]
+    else:
+        summaries = train_seed_group(config, str(tmp_path / "group"), seeds)
+        workdirs = [tmp_path / "group" / f"seed_{seed}" for seed in seeds]
+    assert signalled == [8]
+    for summary, workdir in zip(summaries, workdirs, strict=True):
+        assert summary.status == "stopped"
+        saved = [int(p.name) for p in (workdir / "checkpoints").iterdir()]
+        assert saved == [summary.step]
+        assert 8 <= summary.step <= 8 + MAX_STEPS_AHEAD + 1

@@ -23,6 +23,7 @@ from train_fixtures import read_metrics
 
 from transformer_jax import data, run_dir
 from transformer_jax.launch_local import parse_args
+from transformer_jax.tracking.hparams import SESSION_SUFFIX, session_files
 from transformer_jax.train import multihost
 from transformer_jax.train.restore import load_run
 
@@ -162,7 +163,9 @@ def run_files(workdir: Path) -> list[str]:
 def test_process_zero_alone_writes_the_run_files(tmp_path_factory, data_dir):
     two = trained("two_fsdp1", tmp_path_factory, data_dir, 2, fsdp=1)
     one = trained("one_fsdp1", tmp_path_factory, data_dir, 1, fsdp=1)
-    assert len(list(two.glob("events.out.tfevents.*"))) == 1
+    # One TensorBoard events file and one HParams session (tracking/hparams.py), process 0's.
+    events = [p for p in two.glob("events.out.tfevents.*") if p.suffix != SESSION_SUFFIX]
+    assert len(events) == 1 and len(session_files(two)) == 1
     assert run_files(two) == run_files(one)
     assert len(read_metrics(two)) == len(read_metrics(one))  # no line written twice
     config = {k: v for k, v in run_dir.read_config(two).items() if k != run_dir.GIT_COMMIT_KEY}

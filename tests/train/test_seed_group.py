@@ -28,6 +28,7 @@ from train_fixtures import dotted, read_metrics, tiny_config
 
 from transformer_jax import defaults, run_dir
 from transformer_jax.config import TrainConfig
+from transformer_jax.report.report import write_report
 from transformer_jax.sweep import Sweep, run_sweep
 from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.logger import MetricsLogger
@@ -63,8 +64,8 @@ def _sgd(config, steps=10):
     return config
 
 
-def copy_config(data_dir, **model):
-    config = _sgd(tiny_config(data_dir))
+def copy_config(data_dir, steps=10, **model):
+    config = _sgd(tiny_config(data_dir), steps)
     for path, value in model.items():
         section, name = path.rsplit(".", 1) if "." in path else ("", path)
         (config.model[section] if section else config.model)[name] = value
@@ -106,6 +107,13 @@ def assert_same_run(group_dir, solo_dir, rtol=RTOL):
         )
     for ours, theirs in zip(_params(group_dir), _params(solo_dir), strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=0, atol=ATOL)
+
+
+def assert_same_metrics(group, reference):
+    """Every seed's metrics.jsonl equal, bit for bit, to the reference group's."""
+    for seed in SEEDS:
+        name = f"seed_{seed}"
+        assert read_metrics(group / name) == read_metrics(reference / name)
 
 
 def test_each_seed_of_a_group_matches_its_solo_run(tmp_path):
@@ -174,22 +182,64 @@ def test_a_group_stopped_by_a_signal_resumes_every_seed(tmp_path, monkeypatch):
     assert [(s.status, s.step) for s in stopped] == [("stopped", 5), ("stopped", 5)]
     resumed = train_seed_group(config, str(tmp_path / "group"), SEEDS)
     assert [(s.status, s.step) for s in resumed] == [("finished", 10), ("finished", 10)]
-    for seed in SEEDS:
-        name = f"seed_{seed}"
-        assert read_metrics(tmp_path / "group" / name) == read_metrics(
-            tmp_path / "reference" / name
-        )
+    assert_same_metrics(tmp_path / "group", tmp_path / "reference")
 
 
-def test_seeds_at_different_steps_are_refused_before_anything_changes(tmp_path):
-    config = copy_config(tmp_path / "tfds")
-    for seed, step in zip(SEEDS, (5, 10), strict=True):
-        with Checkpointer(tmp_path / "group" / f"seed_{seed}", every=5, keep=2) as checkpointer:
-            checkpointer.save(step, {"w": np.zeros(2, np.float32)}, force=True)
-    before = sorted(str(p) for p in (tmp_path / "group").rglob("*"))
-    with pytest.raises(ValueError, match="seed 0: step 5, seed 3: step 10.*separately"):
+class _Killed(BaseException):
+    """Stands for kill -9: nothing after it runs in the trainer but its cleanup."""
+
+
+def test_a_group_killed_between_its_seeds_saves_resumes_each_seed_from_its_own(
+    tmp_path, monkeypatch
+):
+    """Killed after seed 0 saved step 10 and before seed 3 did: the rerun resumes seed 0 at 10
+    and seed 3 at 5, trains them together (each lane reads its own step) and ends each seed
+    exactly as an uninterrupted group does."""
+    config = copy_config(tmp_path / "tfds", steps=15)
+    train_seed_group(config, str(tmp_path / "reference"), SEEDS)
+    save = Checkpointer.save
+
+    def killed_at_seed_3s_save(self, step, *args, **kwargs):
+        if step == 10 and f"seed_{SEEDS[1]}" in self.directory:
+            raise _Killed
+        return save(self, step, *args, **kwargs)
+
+    monkeypatch.setattr(Checkpointer, "save", killed_at_seed_3s_save)
+    with pytest.raises(_Killed):
         train_seed_group(config, str(tmp_path / "group"), SEEDS)
-    assert sorted(str(p) for p in (tmp_path / "group").rglob("*")) == before
+    monkeypatch.undo()
+    steps = {}
+    for seed in SEEDS:
+        with Checkpointer(tmp_path / "group" / f"seed_{seed}", every=5, keep=2) as checkpointer:
+            steps[seed] = checkpointer.latest_step()
+    assert steps == {SEEDS[0]: 10, SEEDS[1]: 5}
+    resumed = train_seed_group(config, str(tmp_path / "group"), SEEDS)
+    assert [(s.status, s.step) for s in resumed] == [("finished", 15), ("finished", 15)]
+    assert_same_metrics(tmp_path / "group", tmp_path / "reference")
+
+
+def test_each_seed_of_a_group_stops_early_as_its_solo_run_does(tmp_path):
+    """Early stopping per seed: each seed ends "finished" at its own stop, with the summary
+    and checkpoint its solo run has."""
+    config = copy_config(tmp_path / "tfds", steps=20)
+    config.train.update(
+        eval_every=5,
+        early_stop_metric="test/token_accuracy",
+        early_stop_patience=1,
+        early_stop_min_delta=2.0,  # No accuracy beats the first: the second evaluation stops.
+    )
+    summaries = train_seed_group(config, str(tmp_path / "group"), SEEDS)
+    solo = _solo(config, SEEDS[1], tmp_path / "solo")
+    assert (solo.status, solo.step, solo.early_stop["stopped_step"]) == ("finished", 10, 10)
+    for seed, summary in zip(SEEDS, summaries, strict=True):
+        assert (summary.status, summary.step, summary.early_stop["best_step"]) == (
+            "finished",
+            10,
+            5,
+        )
+        assert run_dir.read_summary(tmp_path / "group" / f"seed_{seed}") == summary
+    assert summaries[1].metrics["test"] == pytest.approx(solo.metrics["test"], rel=RTOL)
+    assert_same_run(tmp_path / "group" / f"seed_{SEEDS[1]}", tmp_path / "solo")
 
 
 @pytest.mark.parametrize(
@@ -294,6 +344,7 @@ def test_a_sweep_trains_each_variant_as_one_seed_group(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     counts = run_sweep(sweep, "inline", str(tmp_path / "sweep"), machine={"platform": "cpu"})
     assert counts == {"finished": 4}
+    write_report(str(tmp_path / "sweep"))
     for variant in ("base", "no_scale"):
         for seed in SEEDS:
             run = tmp_path / "sweep" / variant / f"seed_{seed}"

@@ -1,5 +1,6 @@
 """The training loop end to end on a tiny copy task: learning, resuming, stopping, diverging."""
 
+import dataclasses
 import json
 import logging
 import os
@@ -16,7 +17,7 @@ from train_fixtures import dotted, read_metrics, tiny_config
 
 from transformer_jax import run_dir
 from transformer_jax.data import registry
-from transformer_jax.models.families import shift_right
+from transformer_jax.families import shift_right
 from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.numerics import NonFiniteError
 from transformer_jax.train.restore import load_run
@@ -228,14 +229,15 @@ def test_refuses_to_resume_a_different_config(tmp_path):
 
 
 def test_a_run_and_its_readers_load_the_dataset_once_each_and_keep_tmp_dirs(tmp_path, monkeypatch):
-    defaults_for, build = registry.DATASETS["copy"]
+    entry = registry.DATASETS["copy"]
     loads = []
 
     def counting_build(data_config):
         loads.append(data_config.name)
-        return build(data_config)
+        return entry.build(data_config)
 
-    monkeypatch.setitem(registry.DATASETS, "copy", (defaults_for, counting_build))
+    counting = dataclasses.replace(entry, build=counting_build)
+    monkeypatch.setitem(registry.DATASETS._entries, "copy", counting)
     every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
     config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
     assert train_and_evaluate(config, str(tmp_path / "run")).status == "finished"

@@ -3,27 +3,12 @@
 import json
 from pathlib import Path
 
-from transformer_jax import defaults
+from tiny_configs import tiny_copy_config
 
 
 def tiny_config(data_dir, steps_=60, **train):
-    config = defaults.base_config("copy")
-    config.model.update(d_model=32, num_encoder_layers=1, num_decoder_layers=1, dropout_rate=0.1)
-    config.model.attention.num_heads = 2
-    config.model.ffn.d_ff = 64
-    config.data.update(
-        data_dir=str(data_dir),
-        num_train=2000,
-        num_test=64,
-        num_test_long=64,
-        max_len=8,
-        long_min_len=9,
-        long_max_len=12,
-        batch_size=16,
-    )
-    train = {"log_every": 10, "eval_every": 30, "checkpoint_every": 20, "warmup_steps": 5, **train}
-    config.train.update(steps=steps_, **train)
-    return config
+    """The shared tiny copy run (tiny_configs.tiny_copy_config) with `train` fields."""
+    return tiny_copy_config(data_dir, steps_, **train)
 
 
 def read_metrics(workdir):

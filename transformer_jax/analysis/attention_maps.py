@@ -29,7 +29,7 @@ from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_text_input_flags
 from transformer_jax.commands import one_line_errors
 from transformer_jax.data.info import EOS_ID
-from transformer_jax.models.families import FAMILIES, family_of, shift_right
+from transformer_jax.families import FAMILIES, family_of, shift_right
 from transformer_jax.train.restore import load_run
 
 

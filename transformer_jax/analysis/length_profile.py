@@ -37,7 +37,7 @@ from transformer_jax.analysis.ponder import sown_ponder
 from transformer_jax.commands import one_line_errors
 from transformer_jax.data import algorithmic
 from transformer_jax.data.batching import seq2seq_row, stack
-from transformer_jax.models.families import family_of
+from transformer_jax.families import family_of
 from transformer_jax.train.restore import load_run
 
 _CHUNK = 16  # examples per forward pass: attention weights at L=400 cost ~40 MB per module

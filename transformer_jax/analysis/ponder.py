@@ -21,7 +21,7 @@ from transformer_jax.analysis.attention_maps import model_batch
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_text_input_flags
 from transformer_jax.commands import one_line_errors
-from transformer_jax.models.families import family_of, shift_right
+from transformer_jax.families import family_of, shift_right
 from transformer_jax.train.restore import load_run
 
 

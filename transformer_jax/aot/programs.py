@@ -26,8 +26,8 @@ from transformer_jax.aot.topology import Topology
 from transformer_jax.config import ModelConfig, TrainConfig
 from transformer_jax.config import fields as F
 from transformer_jax.data.info import DatasetInfo
+from transformer_jax.families import family_of
 from transformer_jax.models import build_model
-from transformer_jax.models.families import family_of
 from transformer_jax.train import step as steps
 from transformer_jax.train.optimizer import make_optimizer
 from transformer_jax.train.parallel import (

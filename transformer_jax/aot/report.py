@@ -12,7 +12,7 @@ from transformer_jax.aot.estimate import Estimate, model_flops_per_token, roofli
 from transformer_jax.aot.fit import Fit
 from transformer_jax.aot.programs import Plan, Program
 from transformer_jax.aot.shapes import split_lengths
-from transformer_jax.models.families import family_of
+from transformer_jax.families import family_of
 from transformer_jax.sweep.spec import load_sweep
 
 

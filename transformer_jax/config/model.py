@@ -2,10 +2,13 @@
 `config.model` and validated before anything compiles.
 
 Layers never see the ml_collections ConfigDict, and each layer receives only its slice:
-attention layers an `AttentionConfig`, norms a `NormConfig`, and so on. The valid names of every
-string switch come from the registry that implements it (`transformer_jax.layers.positional`,
-`.norms`, `.feedforward`, `.attention`, `transformer_jax.models.families`), so adding an option
-there is all it takes for the config to accept it.
+attention layers an `AttentionConfig`, norms a `NormConfig`, and so on. A sub-config whose
+string switches name registry entries is declared beside its registry (`AttentionConfig`,
+`PositionalConfig`, `NormConfig` and `FeedForwardConfig` in `transformer_jax.layers.attention`,
+`.positional`, `.norms` and `.feedforward`) and composed here with the model-wide fields;
+`model.family` names an entry of `transformer_jax.families`. Adding an option to a registry is
+all it takes for the config to accept it, and the imports only go downwards: layers and models
+read configs, configs read registries.
 
 Defaults follow the base Transformer of Vaswani et al. (2017) in its choices (post-norm
 LayerNorm, ReLU, sinusoidal positions, 1/sqrt(d_k), scaled and tied embeddings), at a size
@@ -13,161 +16,21 @@ that trains on a laptop CPU.
 """
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from transformer_jax.config import fields as F
+from transformer_jax import fields as F
+from transformer_jax.families import FAMILIES
+from transformer_jax.layers.attention import AttentionConfig
+from transformer_jax.layers.feedforward import FeedForwardConfig
+from transformer_jax.layers.norms import NormConfig
+from transformer_jax.layers.positional import PositionalConfig, encoding
+from transformer_jax.layers.step_signals import STEP_SIGNALS
 
 DTYPES = ("float32", "bfloat16", "float16")
 POOLINGS = ("cls", "mean")  # classifier families: a prepended class token, or the mean
 ACT_HALTED = ("freeze", "transform")  # what a halted position's state does in later steps
 REMATS = ("none", "full", "dots_saveable")  # see transformer_jax.models.scan
-
-
-@dataclasses.dataclass(frozen=True)
-class AttentionConfig:
-    """Multi-head attention: logits = q.k * scale (Vaswani §3.2; NCCU slides 31-33)."""
-
-    PREFIX: ClassVar[str] = "model.attention"
-
-    num_heads: int = 4
-    num_kv_heads: int = 0  # 0: as many as num_heads. Fewer: grouped-query (1: multi-query).
-    # sqrt_dk: 1/sqrt(d_k); none: 1; constant: 1/temperature; learned: 1/tau_h with a learned
-    # tau per head, initialised to sqrt(d_k). See transformer_jax.layers.attention.SCALES.
-    scale: str = "sqrt_dk"
-    temperature: float = math.sqrt(9487)  # tau for scale="constant" (NCCU slide 33)
-    # auto: einsum on CPUs (faster there), jax elsewhere; jax: jax.nn.dot_product_attention
-    # (XLA or cuDNN kernels); einsum: the readable reference. The same math to rounding.
-    impl: str = "auto"
-    sliding_window: int = 0  # 0: full attention; w >= 1: Longformer-style local window
-    num_global_tokens: int = 0  # leading positions that attend and are attended everywhere
-    dropout_rate: float = 0.0  # on the attention weights
-
-    def __post_init__(self):
-        from transformer_jax.layers.attention import IMPLS, SCALES
-
-        p = self.PREFIX
-        F.check_int(f"{p}.num_heads", self.num_heads, 1)
-        F.check_int(f"{p}.num_kv_heads", self.num_kv_heads, 0)
-        F.check_choice(f"{p}.scale", self.scale, SCALES)
-        F.check_choice(f"{p}.impl", self.impl, IMPLS)
-        F.check_int(f"{p}.sliding_window", self.sliding_window, 0)
-        F.check_int(f"{p}.num_global_tokens", self.num_global_tokens, 0)
-        F.check_float(f"{p}.dropout_rate", self.dropout_rate, at_least=0.0, below=1.0)
-        F.check_float(f"{p}.temperature", self.temperature, above=0.0)
-        if self.num_kv_heads and self.num_heads % self.num_kv_heads:
-            raise ValueError(
-                f"{p}.num_kv_heads={self.num_kv_heads} must divide {p}.num_heads="
-                f"{self.num_heads}; valid: 0 (same as num_heads) or one of "
-                f"{F.divisors(self.num_heads)}"
-            )
-        if self.num_global_tokens and not self.sliding_window:
-            raise ValueError(
-                f"{p}.num_global_tokens={self.num_global_tokens} only has a meaning with "
-                f"sliding-window attention; set {p}.sliding_window >= 1 or use 0 global tokens"
-            )
-
-    @property
-    def kv_heads(self) -> int:
-        return self.num_kv_heads or self.num_heads
-
-
-@dataclasses.dataclass(frozen=True)
-class PositionalConfig:
-    """Where tokens sit: see the registry in transformer_jax.layers.positional."""
-
-    PREFIX: ClassVar[str] = "model.positional"
-
-    kind: str = "sinusoidal"  # sinusoidal | learned | rotary | alibi | none | index
-    base: float = 10000.0  # wavelength base of the sinusoidal table and of rotary angles
-    max_len: int = 256  # longest sequence, in tokens; sizes position tables
-    # Positions during training (evaluation: eval_positions below): plain; offset,
-    # each sequence starts at a random offset, covering the whole table; batch_offset, one
-    # random offset per batch below its length (tensor2tensor's position_start_index="random");
-    # step_offset, the same drawn again at every recurrent step of a Universal Transformer (as
-    # tensor2tensor does; batch_offset elsewhere); randomized, an ordered random subset of
-    # 0 .. max_len - 1 per sequence; batch_randomized, one such subset per batch (Ruoss et al.
-    # 2023's code). Each lets training reach the positions of longer test inputs. See
-    # layers.positional.training_positions.
-    train_positions: str = "plain"
-    # Positions at evaluation: plain (0, 1, 2, ...), or drawn by one of the random schemes
-    # above: tensor2tensor draws its offsets at evaluation too, and Ruoss et al. 2023's code its
-    # subsets (a model trained on sorted random subsets of 0 .. max_len - 1 has never seen
-    # consecutive positions). Drawn from the "positions" rng the caller passes (evaluation
-    # passes a fresh key per batch: train.step.eval_step), else from a fixed key; cached
-    # decoding reads the cache index (plain).
-    eval_positions: str = "plain"
-
-    def __post_init__(self):
-        from transformer_jax.layers.positional import ENCODINGS, EVAL_POSITIONS, TRAIN_POSITIONS
-
-        F.check_choice(f"{self.PREFIX}.kind", self.kind, ENCODINGS.names())
-        F.check_float(f"{self.PREFIX}.base", self.base, above=1.0)
-        F.check_int(f"{self.PREFIX}.max_len", self.max_len, 1)
-        F.check_choice(f"{self.PREFIX}.train_positions", self.train_positions, TRAIN_POSITIONS)
-        F.check_choice(f"{self.PREFIX}.eval_positions", self.eval_positions, EVAL_POSITIONS)
-        subsets = ("randomized", "batch_randomized")
-        if self.eval_positions in subsets and self.train_positions not in subsets:
-            raise ValueError(
-                f"{self.PREFIX}.eval_positions={self.eval_positions!r} evaluates with random "
-                f"subsets of positions, which only a model trained on them reads, but "
-                f"{self.PREFIX}.train_positions={self.train_positions!r}; valid: "
-                f"eval_positions='plain', or train_positions one of {list(subsets)}"
-            )
-        valid = ENCODINGS[self.kind].train_positions
-        for field in ("train_positions", "eval_positions"):
-            value = getattr(self, field)
-            if value not in valid:
-                raise ValueError(
-                    f"{self.PREFIX}.{field}={value!r} has no effect with "
-                    f"{self.PREFIX}.kind={self.kind!r} (it reads only distances between "
-                    f"positions, or none); valid for {self.kind!r}: {list(valid)}"
-                )
-
-
-@dataclasses.dataclass(frozen=True)
-class NormConfig:
-    """Add & Norm (NCCU slides 57-63): which norm, where, and whether there is a residual."""
-
-    PREFIX: ClassVar[str] = "model.norm"
-
-    kind: str = "layernorm"  # layernorm | rmsnorm | dyt | batchnorm | none
-    position: str = "post"  # post: Norm(x + F(x)) (the paper); pre: x + F(Norm(x))
-    epsilon: float = 1e-6
-    dyt_alpha_init: float = 0.5  # DyT's scalar alpha at initialisation (Zhu et al. 2025)
-    dyt_learnable_alpha: bool = True  # False: alpha stays at dyt_alpha_init (their ablation)
-    residual: bool = True  # False removes every residual connection (NCCU ablation)
-
-    def __post_init__(self):
-        from transformer_jax.layers.norms import NORMS
-
-        p = self.PREFIX
-        F.check_choice(f"{p}.kind", self.kind, NORMS.names())
-        F.check_choice(f"{p}.position", self.position, ("post", "pre"))
-        F.check_float(f"{p}.epsilon", self.epsilon, above=0.0)
-        F.check_float(f"{p}.dyt_alpha_init", self.dyt_alpha_init)
-        F.check_bool(f"{p}.dyt_learnable_alpha", self.dyt_learnable_alpha)
-        F.check_bool(f"{p}.residual", self.residual)
-
-
-@dataclasses.dataclass(frozen=True)
-class FeedForwardConfig:
-    """The position-wise feed-forward network (Vaswani §3.3)."""
-
-    PREFIX: ClassVar[str] = "model.ffn"
-
-    activation: str = "relu"  # relu | gelu (tanh approx.) | gelu_exact | swiglu: feedforward.py
-    d_ff: int = 512  # hidden width
-    # On the hidden activations (tensor2tensor's relu_dropout; 0.1 in transformer_base_v2).
-    dropout_rate: float = 0.0
-
-    def __post_init__(self):
-        from transformer_jax.layers.feedforward import ACTIVATIONS
-
-        F.check_choice(f"{self.PREFIX}.activation", self.activation, ACTIVATIONS.names())
-        F.check_int(f"{self.PREFIX}.d_ff", self.d_ff, 1)
-        F.check_float(f"{self.PREFIX}.dropout_rate", self.dropout_rate, at_least=0.0, below=1.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,8 +74,6 @@ class UniversalConfig:
     step_signal: str = "sinusoidal"
 
     def __post_init__(self):
-        from transformer_jax.layers.step_signals import STEP_SIGNALS
-
         p = self.PREFIX
         F.check_choice(f"{p}.step_signal", self.step_signal, STEP_SIGNALS.names())
         F.check_int(f"{p}.steps", self.steps, 0)
@@ -264,7 +125,7 @@ class ModelConfig:
 
     PREFIX: ClassVar[str] = "model"
 
-    family: str = "encoder_decoder"  # see transformer_jax.models.families
+    family: str = "encoder_decoder"  # see transformer_jax.families
     vocab_size: int = 32  # token ids, including PAD=0, BOS=1, EOS=2
     num_classes: int = 0  # classifier families: size of the label set
     d_model: int = 128
@@ -288,8 +149,6 @@ class ModelConfig:
     vit: ViTConfig | None = F.optional_sub_config(ViTConfig)  # exactly when family == "vit"
 
     def __post_init__(self):
-        from transformer_jax.models.families import FAMILIES
-
         family = FAMILIES[self.family]  # raises, naming the valid families
         F.check_choice("model.pooling", self.pooling, POOLINGS)
         F.check_choice("model.dtype", self.dtype, DTYPES)
@@ -306,15 +165,13 @@ class ModelConfig:
                 f"model.d_model={self.d_model} must be divisible by model.attention.num_heads="
                 f"{self.attention.num_heads}; valid num_heads: {F.divisors(self.d_model)}"
             )
-        from transformer_jax.layers.positional import encoding
-
-        encoding(self.positional).check(self)
         family.check(self)
         if (self.vit is None) == family.reads_images:
             raise ValueError(
                 f"model.vit={self.vit!r} must be set exactly when model.family='vit' "
                 f"(model.family={self.family!r})"
             )
+        encoding(self.positional).check(self)
 
     @property
     def head_dim(self) -> int:

@@ -2,10 +2,11 @@
 defaults (the ConfigDict of every config file is made from this dataclass)."""
 
 import dataclasses
+import importlib.util
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from transformer_jax.config import fields as F
+from transformer_jax import fields as F
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("rsqrt", "cosine", "constant")
@@ -52,6 +53,10 @@ class TrainConfig:
     bleu_eval_examples: int = 0  # validation examples decoded at each evaluation; 0 = all
     beam_size: int = 4  # test decoding: hypotheses kept per example (the paper: 4)
     beam_alpha: float = 0.6  # test decoding: GNMT length penalty exponent (the paper: 0.6)
+    # What each evaluation measures, in this order (train/evaluators.py): "teacher_forced"
+    # (loss, accuracies), "generation" (gen_seq_accuracy; seq2seq with generate_eval) and
+    # "bleu" (with bleu). One that does not apply to the run is skipped.
+    evaluators: tuple[str, ...] = ("teacher_forced", "generation", "bleu")
     # Scale-out (see transformer_jax.train.parallel). data.batch_size is the global batch: it
     # must divide evenly over the devices (and the micro-batches).
     parallelism: str = "jit"  # jit: one program over a device mesh (GSPMD) | pmap: replicated
@@ -71,6 +76,10 @@ class TrainConfig:
     early_stop_patience: int = 5  # evaluations
     early_stop_min_delta: float = 0.0
     early_stop_min_steps: int = 0  # never stop before this step
+    # Weights & Biases project to log the run to ("" = off; wandb is then never imported): one
+    # W&B run per training run (transformer_jax/tracking/wandb_run.py); WANDB_MODE=offline
+    # logs without network or account.
+    wandb_project: str = ""
 
     def __post_init__(self):
         for name in ("steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
@@ -107,6 +116,21 @@ class TrainConfig:
             raise ValueError(
                 f"train.generate_eval_splits={splits!r} must be a tuple of eval split names, "
                 "e.g. ('test',), or () for every split"
+            )
+        names = self.evaluators
+        if not isinstance(names, (tuple, list)) or not all(isinstance(x, str) for x in names):
+            raise ValueError(
+                f"train.evaluators={names!r} must be a tuple of evaluator names, e.g. "
+                "('teacher_forced', 'generation', 'bleu')"
+            )
+        if not isinstance(self.wandb_project, str):
+            raise ValueError(
+                f"train.wandb_project={self.wandb_project!r} must be a W&B project name or '' (off)"
+            )
+        if self.wandb_project and importlib.util.find_spec("wandb") is None:
+            raise ValueError(
+                f"train.wandb_project={self.wandb_project!r} needs the wandb package, which is "
+                "not installed: pip install -r requirements-wandb.txt, or set it to '' (off)"
             )
         if not isinstance(self.compilation_cache_dir, str):
             raise ValueError(

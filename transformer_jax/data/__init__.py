@@ -7,15 +7,16 @@ for translation `.text_pairs(split)`), built once per run; DatasetInfo; default_
 Token ids: PAD 0, BOS 1, EOS 2, real tokens from 3.
 """
 
-from transformer_jax.data.api import Dataset, load_dataset
+from transformer_jax.data.api import Dataset, DataSource
 from transformer_jax.data.info import BOS_ID, EOS_ID, PAD_ID, DatasetInfo
-from transformer_jax.data.registry import DATASETS, default_data_config
+from transformer_jax.data.registry import DATASETS, default_data_config, load_dataset
 
 __all__ = [
     "BOS_ID",
     "DATASETS",
     "EOS_ID",
     "PAD_ID",
+    "DataSource",
     "Dataset",
     "DatasetInfo",
     "default_data_config",

@@ -1,19 +1,24 @@
-"""The one place that maps `config.data.name` to its defaults and its implementation."""
+"""The one place that maps `config.data.name` to its documented defaults and its `DataSource`
+(`DATASETS`), and `load_dataset`, which checks a `config.data` against them and builds it."""
 
+import dataclasses
 import os
 from collections.abc import Callable
 
 import ml_collections
 
 from transformer_jax.data.algorithmic_data import AlgorithmicData
+from transformer_jax.data.api import Dataset, DataSource
 from transformer_jax.data.char_lm import text_file_data, tiny_shakespeare_data
 from transformer_jax.data.image_data import catalog_image_data, digits_data
 from transformer_jax.data.sentencepiece_data import Lm1bData, Multi30kData, TranslationData
+from transformer_jax.registry import Registry
 
 DEFAULT_DATA_DIR = "~/tensorflow_datasets"
 
 
 def _common(name: str) -> ml_collections.ConfigDict:
+    """The fields every dataset has; a dataset's own defaults follow them."""
     c = ml_collections.ConfigDict()
     c.name = name  # dataset name; one of DATASETS
     c.data_dir = os.path.expanduser(DEFAULT_DATA_DIR)  # where TFDS data is built and read
@@ -22,7 +27,7 @@ def _common(name: str) -> ml_collections.ConfigDict:
 
 
 def _algorithmic(name: str) -> ml_collections.ConfigDict:
-    c = _common(name)
+    c = ml_collections.ConfigDict()
     if name == "addition":
         c.min_len = 1  # fewest digits per operand in train/test
         c.max_len = 5  # most digits per operand in train/test
@@ -56,7 +61,7 @@ def _algorithmic(name: str) -> ml_collections.ConfigDict:
 
 
 def _text_file(name: str) -> ml_collections.ConfigDict:
-    c = _common(name)
+    c = ml_collections.ConfigDict()
     c.path = ""  # UTF-8 text file to model (required)
     c.validation_fraction = 0.1  # fraction of characters, before the test ones, for validation
     c.test_fraction = 0.0  # fraction of characters, taken from the end, for test; 0 = no test
@@ -66,14 +71,14 @@ def _text_file(name: str) -> ml_collections.ConfigDict:
 
 
 def _tiny_shakespeare(name: str) -> ml_collections.ConfigDict:
-    c = _common(name)
+    c = ml_collections.ConfigDict()
     c.seq_len = 128  # characters per row
     c.packing = False  # False: windows of the text; True: packed paragraphs + EOS
     return c
 
 
 def _lm1b(name: str) -> ml_collections.ConfigDict:
-    c = _common(name)
+    c = ml_collections.ConfigDict()
     c.seq_len = 128  # tokens per row; longer sentences are truncated
     c.packing = True  # pack several sentences per row (segment ids + positions)
     c.spm_vocab_size = 32_000  # SentencePiece vocabulary size, incl. pad/bos/eos/unk
@@ -82,7 +87,7 @@ def _lm1b(name: str) -> ml_collections.ConfigDict:
 
 
 def _wmt14(name: str) -> ml_collections.ConfigDict:
-    c = _common(name)
+    c = ml_collections.ConfigDict()
     c.source_language = "en"  # language of "inputs"; "de" or "en"
     c.target_language = "de"  # language of "targets"; "de" or "en"
     c.max_input_len = 256  # padded inputs length in tokens; longer training pairs are dropped
@@ -93,7 +98,7 @@ def _wmt14(name: str) -> ml_collections.ConfigDict:
 
 
 def _multi30k(name: str) -> ml_collections.ConfigDict:
-    c = _common(name)
+    c = ml_collections.ConfigDict()
     c.source_language = "de"  # language of "inputs"; "de" or "en"
     c.target_language = "en"  # language of "targets"; "de" or "en"
     c.manual_dir = ""  # directory holding the six raw .gz files (offline); "" = download them
@@ -109,7 +114,7 @@ def _multi30k(name: str) -> ml_collections.ConfigDict:
 
 
 def _images(name: str) -> ml_collections.ConfigDict:
-    c = _common(name)
+    c = ml_collections.ConfigDict()
     if name == "digits":
         c.num_test = 300  # test images, a seeded random subset of the 1,797; the rest train
         c.data_seed = 0  # seed of the train/test split (part of its cache name)
@@ -120,21 +125,29 @@ def _images(name: str) -> ml_collections.ConfigDict:
     return c
 
 
-# name -> (default config, implementation built from the checked config).
-DATASETS: dict[str, tuple[Callable[[str], ml_collections.ConfigDict], Callable]] = {
-    "copy": (_algorithmic, AlgorithmicData),
-    "reverse": (_algorithmic, AlgorithmicData),
-    "sort": (_algorithmic, AlgorithmicData),
-    "addition": (_algorithmic, AlgorithmicData),
-    "text_file": (_text_file, text_file_data),
-    "tiny_shakespeare": (_tiny_shakespeare, tiny_shakespeare_data),
-    "lm1b": (_lm1b, Lm1bData),
-    "wmt14_translate/de-en": (_wmt14, TranslationData),
-    "multi30k": (_multi30k, Multi30kData),
-    "digits": (_images, digits_data),
-    "mnist": (_images, catalog_image_data),
-    "cifar10": (_images, catalog_image_data),
-}
+@dataclasses.dataclass(frozen=True)
+class DatasetEntry:
+    """One dataset: its documented default fields of `config.data` (each commented with its
+    meaning; `name`, `data_dir` and `batch_size`, which every dataset has, come first), and its
+    DataSource, built from a config checked against those defaults (field names and types)."""
+
+    defaults: Callable[[str], ml_collections.ConfigDict]  # the dataset name -> its own fields
+    build: Callable[[ml_collections.ConfigDict], DataSource]
+
+
+DATASETS: Registry[DatasetEntry] = Registry("data.name")
+DATASETS.add("copy", DatasetEntry(_algorithmic, AlgorithmicData))
+DATASETS.add("reverse", DatasetEntry(_algorithmic, AlgorithmicData))
+DATASETS.add("sort", DatasetEntry(_algorithmic, AlgorithmicData))
+DATASETS.add("addition", DatasetEntry(_algorithmic, AlgorithmicData))
+DATASETS.add("text_file", DatasetEntry(_text_file, text_file_data))
+DATASETS.add("tiny_shakespeare", DatasetEntry(_tiny_shakespeare, tiny_shakespeare_data))
+DATASETS.add("lm1b", DatasetEntry(_lm1b, Lm1bData))
+DATASETS.add("wmt14_translate/de-en", DatasetEntry(_wmt14, TranslationData))
+DATASETS.add("multi30k", DatasetEntry(_multi30k, Multi30kData))
+DATASETS.add("digits", DatasetEntry(_images, digits_data))
+DATASETS.add("mnist", DatasetEntry(_images, catalog_image_data))
+DATASETS.add("cifar10", DatasetEntry(_images, catalog_image_data))
 
 
 def _check_name(name) -> None:
@@ -145,7 +158,9 @@ def _check_name(name) -> None:
 def default_data_config(name: str) -> ml_collections.ConfigDict:
     """Documented default `config.data` for dataset `name` (see the comments in this file)."""
     _check_name(name)
-    return DATASETS[name][0](name)
+    config = _common(name)
+    config.update(DATASETS[name].defaults(name))
+    return config
 
 
 def _same_type(default, value) -> bool:
@@ -179,10 +194,8 @@ def checked_config(data_config) -> ml_collections.ConfigDict:
     return merged
 
 
-def load(data_config):
-    """The implementation object (info, train_dataset, eval_batches) for `data_config`.
-
-    Checks the config and builds or prepares the data: call it once, through `load_dataset`.
-    """
+def load_dataset(data_config: ml_collections.ConfigDict) -> Dataset:
+    """The dataset of `config.data`, after checking it and building or preparing the data:
+    call it once per run."""
     cfg = checked_config(data_config)
-    return DATASETS[cfg.name][1](cfg)
+    return Dataset(DATASETS[cfg.name].build(cfg))

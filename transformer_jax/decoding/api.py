@@ -11,8 +11,8 @@ from transformer_jax.config import ModelConfig
 from transformer_jax.decoding import search
 from transformer_jax.decoding.beam import beam_search
 from transformer_jax.decoding.steps import cached_step
+from transformer_jax.families import check_decodable
 from transformer_jax.layers.positional import ENCODINGS
-from transformer_jax.models.families import check_decodable
 
 STRATEGIES = ("greedy", "sample", "beam")
 # Default output length: input length + 50 (the GNMT/tensor2tensor decoding limit). For a

@@ -12,7 +12,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from transformer_jax.models.families import check_decodable
+from transformer_jax.families import check_decodable
 
 # (cache, ids_B) -> (logits_BV float32, cache): one decoder position for every row.
 StepFn = Callable[[Any, jnp.ndarray], tuple[jnp.ndarray, Any]]

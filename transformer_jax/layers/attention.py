@@ -5,14 +5,17 @@ heads, K key-value heads (K divides N; K < N is grouped-query attention), G = N 
 dimension, D d_model.
 """
 
+import dataclasses
 import math
+from typing import ClassVar
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from transformer_jax.config.model import AttentionConfig, PositionalConfig
+from transformer_jax import fields as F
 from transformer_jax.layers import positional
+from transformer_jax.layers.positional import PositionalConfig
 from transformer_jax.registry import Registry
 
 # Finite, so that a fully masked row (a padding query) gives a uniform average, not NaN.
@@ -127,6 +130,52 @@ def resolve_impl(impl: str) -> str:
     if impl == "auto":
         return "einsum" if jax.default_backend() == "cpu" else "jax"
     return impl
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionConfig:
+    """Multi-head attention: logits = q.k * scale (Vaswani §3.2; NCCU slides 31-33)."""
+
+    PREFIX: ClassVar[str] = "model.attention"
+
+    num_heads: int = 4
+    num_kv_heads: int = 0  # 0: as many as num_heads. Fewer: grouped-query (1: multi-query).
+    # sqrt_dk: 1/sqrt(d_k); none: 1; constant: 1/temperature; learned: 1/tau_h with a learned
+    # tau per head, initialised to sqrt(d_k). See SCALES below.
+    scale: str = "sqrt_dk"
+    temperature: float = math.sqrt(9487)  # tau for scale="constant" (NCCU slide 33)
+    # auto: einsum on CPUs (faster there), jax elsewhere; jax: jax.nn.dot_product_attention
+    # (XLA or cuDNN kernels); einsum: the readable reference. The same math to rounding.
+    impl: str = "auto"
+    sliding_window: int = 0  # 0: full attention; w >= 1: Longformer-style local window
+    num_global_tokens: int = 0  # leading positions that attend and are attended everywhere
+    dropout_rate: float = 0.0  # on the attention weights
+
+    def __post_init__(self):
+        p = self.PREFIX
+        F.check_int(f"{p}.num_heads", self.num_heads, 1)
+        F.check_int(f"{p}.num_kv_heads", self.num_kv_heads, 0)
+        F.check_choice(f"{p}.scale", self.scale, SCALES.names())
+        F.check_choice(f"{p}.impl", self.impl, IMPLS)
+        F.check_int(f"{p}.sliding_window", self.sliding_window, 0)
+        F.check_int(f"{p}.num_global_tokens", self.num_global_tokens, 0)
+        F.check_float(f"{p}.dropout_rate", self.dropout_rate, at_least=0.0, below=1.0)
+        F.check_float(f"{p}.temperature", self.temperature, above=0.0)
+        if self.num_kv_heads and self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"{p}.num_kv_heads={self.num_kv_heads} must divide {p}.num_heads="
+                f"{self.num_heads}; valid: 0 (same as num_heads) or one of "
+                f"{F.divisors(self.num_heads)}"
+            )
+        if self.num_global_tokens and not self.sliding_window:
+            raise ValueError(
+                f"{p}.num_global_tokens={self.num_global_tokens} only has a meaning with "
+                f"sliding-window attention; set {p}.sliding_window >= 1 or use 0 global tokens"
+            )
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_heads
 
 
 # model.attention.scale -> the logit multiplier, from the module (which holds any parameter),

@@ -5,13 +5,14 @@ W_2 act(W_1 x); a gated one (GLU variants, Shazeer 2020) W_2 (act(W_1 x) * W_3 x
 activation is one registered entry here.
 """
 
+import dataclasses
 import functools
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax.numpy as jnp
 
-from transformer_jax.config.model import FeedForwardConfig
+from transformer_jax import fields as F
 from transformer_jax.registry import Registry
 
 
@@ -28,6 +29,23 @@ ACTIVATIONS.add("gelu", Activation(nn.gelu, gated=False))
 _gelu_erf = functools.partial(nn.gelu, approximate=False)
 ACTIVATIONS.add("gelu_exact", Activation(_gelu_erf, gated=False))
 ACTIVATIONS.add("swiglu", Activation(nn.silu, gated=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class FeedForwardConfig:
+    """The position-wise feed-forward network (Vaswani §3.3)."""
+
+    PREFIX: ClassVar[str] = "model.ffn"
+
+    activation: str = "relu"  # relu | gelu (tanh approx.) | gelu_exact | swiglu: ACTIVATIONS
+    d_ff: int = 512  # hidden width
+    # On the hidden activations (tensor2tensor's relu_dropout; 0.1 in transformer_base_v2).
+    dropout_rate: float = 0.0
+
+    def __post_init__(self):
+        F.check_choice(f"{self.PREFIX}.activation", self.activation, ACTIVATIONS.names())
+        F.check_int(f"{self.PREFIX}.d_ff", self.d_ff, 1)
+        F.check_float(f"{self.PREFIX}.dropout_rate", self.dropout_rate, at_least=0.0, below=1.0)
 
 
 class FeedForward(nn.Module):

@@ -6,12 +6,38 @@ training, running averages, kept in the "batch_stats" collection, in evaluation)
 registered factory here.
 """
 
+import dataclasses
+from typing import ClassVar
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from transformer_jax.config.model import NormConfig
+from transformer_jax import fields as F
 from transformer_jax.registry import Registry
+
+
+@dataclasses.dataclass(frozen=True)
+class NormConfig:
+    """Add & Norm (NCCU slides 57-63): which norm, where, and whether there is a residual."""
+
+    PREFIX: ClassVar[str] = "model.norm"
+
+    kind: str = "layernorm"  # layernorm | rmsnorm | dyt | batchnorm | none
+    position: str = "post"  # post: Norm(x + F(x)) (the paper); pre: x + F(Norm(x))
+    epsilon: float = 1e-6
+    dyt_alpha_init: float = 0.5  # DyT's scalar alpha at initialisation (Zhu et al. 2025)
+    dyt_learnable_alpha: bool = True  # False: alpha stays at dyt_alpha_init (their ablation)
+    residual: bool = True  # False removes every residual connection (NCCU ablation)
+
+    def __post_init__(self):
+        p = self.PREFIX
+        F.check_choice(f"{p}.kind", self.kind, NORMS.names())
+        F.check_choice(f"{p}.position", self.position, ("post", "pre"))
+        F.check_float(f"{p}.epsilon", self.epsilon, above=0.0)
+        F.check_float(f"{p}.dyt_alpha_init", self.dyt_alpha_init)
+        F.check_bool(f"{p}.dyt_learnable_alpha", self.dyt_learnable_alpha)
+        F.check_bool(f"{p}.residual", self.residual)
 
 
 class LayerNorm(nn.Module):

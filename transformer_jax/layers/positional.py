@@ -4,11 +4,13 @@ Each encoding is one registered class (`ENCODINGS`, keyed by `model.positional.k
 declares what it does through hooks, every one a no-op by default:
   embed        add a signal to the token embeddings (sinusoidal, learned, index);
   rotate       rotate queries and keys inside self-attention (rotary);
-  logit_bias   bias the attention logits by distance (alibi);
+  logit_bias   bias the attention logits by position (alibi), given the stack as a module
+               that can hold parameters (a learned relative bias);
   grid_signal  the additive signal of a ViT's 2-D patch grid (learned, sinusoidal), or None to
                use the 1-D hooks on the row-major patch index;
   limited_to_table  positions must stay below model.positional.max_len (table lookups);
-  check        reject model configs the encoding cannot serve (rotary: an odd head dimension);
+  check        reject model configs the encoding cannot serve (rotary: an odd head dimension;
+               sinusoidal on a ViT grid: an odd d_model);
   train_positions  the `model.positional.train_positions` that change what it sees.
 `none` leaves the model blind to order (NTHU slide 21, the "Amy" example). A new encoding is a
 new subclass registered here, plus its tests; the stacks, the ViT and decoding call the hooks.
@@ -22,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_jax.config.model import PositionalConfig
+from transformer_jax import fields as F
 from transformer_jax.registry import Registry
 
 
@@ -168,6 +170,57 @@ def training_positions(
     raise ValueError(f"model.positional.train_positions={scheme!r}; valid: {TRAIN_POSITIONS}")
 
 
+@dataclasses.dataclass(frozen=True)
+class PositionalConfig:
+    """Where tokens sit: `kind` names an entry of ENCODINGS below."""
+
+    PREFIX: ClassVar[str] = "model.positional"
+
+    kind: str = "sinusoidal"  # sinusoidal | learned | rotary | alibi | none | index
+    base: float = 10000.0  # wavelength base of the sinusoidal table and of rotary angles
+    max_len: int = 256  # longest sequence, in tokens; sizes position tables
+    # Positions during training (evaluation: eval_positions below): plain; offset,
+    # each sequence starts at a random offset, covering the whole table; batch_offset, one
+    # random offset per batch below its length (tensor2tensor's position_start_index="random");
+    # step_offset, the same drawn again at every recurrent step of a Universal Transformer (as
+    # tensor2tensor does; batch_offset elsewhere); randomized, an ordered random subset of
+    # 0 .. max_len - 1 per sequence; batch_randomized, one such subset per batch (Ruoss et al.
+    # 2023's code). Each lets training reach the positions of longer test inputs. See
+    # training_positions.
+    train_positions: str = "plain"
+    # Positions at evaluation: plain (0, 1, 2, ...), or drawn by one of the random schemes
+    # above: tensor2tensor draws its offsets at evaluation too, and Ruoss et al. 2023's code its
+    # subsets (a model trained on sorted random subsets of 0 .. max_len - 1 has never seen
+    # consecutive positions). Drawn from the "positions" rng the caller passes (evaluation
+    # passes a fresh key per batch: train.step.eval_step), else from a fixed key; cached
+    # decoding reads the cache index (plain).
+    eval_positions: str = "plain"
+
+    def __post_init__(self):
+        F.check_choice(f"{self.PREFIX}.kind", self.kind, ENCODINGS.names())
+        F.check_float(f"{self.PREFIX}.base", self.base, above=1.0)
+        F.check_int(f"{self.PREFIX}.max_len", self.max_len, 1)
+        F.check_choice(f"{self.PREFIX}.train_positions", self.train_positions, TRAIN_POSITIONS)
+        F.check_choice(f"{self.PREFIX}.eval_positions", self.eval_positions, EVAL_POSITIONS)
+        subsets = ("randomized", "batch_randomized")
+        if self.eval_positions in subsets and self.train_positions not in subsets:
+            raise ValueError(
+                f"{self.PREFIX}.eval_positions={self.eval_positions!r} evaluates with random "
+                f"subsets of positions, which only a model trained on them reads, but "
+                f"{self.PREFIX}.train_positions={self.train_positions!r}; valid: "
+                f"eval_positions='plain', or train_positions one of {list(subsets)}"
+            )
+        valid = ENCODINGS[self.kind].train_positions
+        for field in ("train_positions", "eval_positions"):
+            value = getattr(self, field)
+            if value not in valid:
+                raise ValueError(
+                    f"{self.PREFIX}.{field}={value!r} has no effect with "
+                    f"{self.PREFIX}.kind={self.kind!r} (it reads only distances between "
+                    f"positions, or none); valid for {self.kind!r}: {list(valid)}"
+                )
+
+
 ENCODINGS: Registry[type["PositionalEncoding"]] = Registry("model.positional.kind")
 
 
@@ -202,9 +255,13 @@ class PositionalEncoding:
         del pos_BT
         return x_BTNH
 
-    def logit_bias(self, q_pos_BT, k_pos_BS, num_heads: int, *, causal: bool):
-        """An additive (B, N, T, S) attention-logit bias, or None."""
-        del q_pos_BT, k_pos_BS, num_heads, causal
+    def logit_bias(
+        self, module: nn.Module, q_pos_BT, k_pos_BS, num_heads: int, *, causal: bool
+    ) -> jnp.ndarray | None:
+        """An additive (B|1, N, T, S) attention-logit bias shared by every layer of a stack, or
+        None. Called once per forward pass from the stack's compact method; `module` (the stack)
+        holds any parameters, as a learned relative bias (T5's buckets) would."""
+        del module, q_pos_BT, k_pos_BS, num_heads, causal
 
     def grid_signal(self, module: nn.Module, grid_size: int, d_model: int, cls_token: bool):
         """A ViT's additive (T, D) signal over its grid_size^2 patches (row-major, after a class
@@ -231,6 +288,13 @@ class Sinusoidal(PositionalEncoding):
 
     limited_to_table: ClassVar[bool] = True
     train_positions: ClassVar[tuple[str, ...]] = TRAIN_POSITIONS
+
+    def check(self, model_config):
+        if model_config.vit is not None and model_config.d_model % 2:
+            raise ValueError(
+                f"model.d_model={model_config.d_model} must be even for a vit with "
+                "model.positional.kind='sinusoidal' (half the features encode rows, half columns)"
+            )
 
     def embed(self, x_BTD, pos_BT):
         table_LD = sinusoidal_table(self.config.max_len, x_BTD.shape[-1], self.config.base)
@@ -328,7 +392,8 @@ class ALiBi(PositionalEncoding):
 
     train_positions: ClassVar[tuple[str, ...]] = ("plain", "randomized", "batch_randomized")
 
-    def logit_bias(self, q_pos_BT, k_pos_BS, num_heads, *, causal):
+    def logit_bias(self, module, q_pos_BT, k_pos_BS, num_heads, *, causal):
+        del module  # no parameters
         return alibi_bias(q_pos_BT, k_pos_BS, num_heads, causal=causal)
 
 

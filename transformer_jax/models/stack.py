@@ -25,6 +25,7 @@ def default_positions(ids_BT: jnp.ndarray) -> jnp.ndarray:
 
 def build_context(
     cfg: ModelConfig,
+    module: nn.Module,
     *,
     causal: bool,
     q_pos_BT,
@@ -38,8 +39,9 @@ def build_context(
     """The masks and biases every layer of a stack shares, built once per forward pass.
 
     Self-attention mask: padding, causal, packed segments and sliding window combined; the logit
-    bias of the positional encoding, if it has one (ALiBi). Key positions / validity are (B, S),
-    or (B, L) when cached.
+    bias of the positional encoding, if it has one (ALiBi), with `module` (the stack calling this
+    from its compact method) holding any parameter of that bias. Key positions / validity are
+    (B, S), or (B, L) when cached.
     """
     attention = cfg.attention
     window = None
@@ -60,7 +62,7 @@ def build_context(
             window,
         ),
         self_bias=encoding(cfg.positional).logit_bias(
-            q_pos_BT, k_pos_BS, attention.num_heads, causal=causal
+            module, q_pos_BT, k_pos_BS, attention.num_heads, causal=causal
         ),
         memory_BSD=memory_BSD,
         cross_mask=None if memory_valid_BS is None else masks.padding_mask(memory_valid_BS),
@@ -158,6 +160,7 @@ class TransformerStack(nn.Module):
         )
         context = build_context(
             self.config,
+            self,
             causal=self.causal,
             q_pos_BT=q_pos_BT,
             k_pos_BS=k_pos_BS,

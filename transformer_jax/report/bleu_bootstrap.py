@@ -160,7 +160,7 @@ def markdown_table(comparisons: Sequence[BootstrapComparison], baseline: str) ->
 def sweep_section(runs: Mapping[str, Sequence], baseline: str) -> list[str]:
     """Markdown lines comparing every variant's finished runs with the baseline's of the same
     seed by paired bootstrap (beam-search translations, cased BLEU); empty when the sweep's runs
-    wrote no translations. runs: variant -> its RunRecords (transformer_jax.report.run_dirs)."""
+    wrote no translations. runs: variant -> its RunRecords (transformer_jax.sweep_dir)."""
 
     def translated(record) -> bool:
         folder = os.path.join(record.path, TRANSLATIONS_DIR)

@@ -13,8 +13,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FormatStrFormatter
 
-from transformer_jax.report.run_dirs import RunRecord, read_curve
 from transformer_jax.report.summary import VariantSummary
+from transformer_jax.sweep_dir import RunRecord, read_curve
 
 
 def _new_figure(width: float = 7.0, height: float = 4.5) -> tuple[Figure, object]:

@@ -9,15 +9,14 @@ results/ folder. Flat sweeps get one table per metric against the baseline; fact
 
 import contextlib
 import datetime
-import json
 import os
 import re
 from collections.abc import Sequence
 from typing import Any
 
+from transformer_jax import environment
 from transformer_jax.report import (
     bleu_bootstrap,
-    environment,
     factorial,
     factorial_tables,
     plots,
@@ -27,24 +26,14 @@ from transformer_jax.report import (
 )
 from transformer_jax.report.factorial_tables import EFFECTS_CSV
 from transformer_jax.run_dir import git_commit, read_config
+from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep.spec import Sweep, format_override
+from transformer_jax.sweep_dir import read_sweep_json
 
-SWEEP_FILE = "sweep.json"
 REPORT_FILE = "report.md"
 RESULTS_CSV = "results.csv"
 RUNS_CSV = "runs.csv"
 TABLE_TEX = "table.tex"
-
-
-def read_sweep_json(workdir: str) -> dict[str, Any]:
-    path = os.path.join(workdir, SWEEP_FILE)
-    if not os.path.isfile(path):
-        raise ValueError(
-            f"workdir {workdir!r} has no {SWEEP_FILE}: it is not a sweep directory (the runner "
-            "writes sweep.json when a sweep starts)"
-        )
-    with open(path) as f:
-        return json.load(f)
 
 
 def _slug(text: str) -> str:
@@ -107,9 +96,12 @@ def _isolation_plots(workdir: str, sweep: Sweep, runs) -> list[tuple[str, str]]:
     out = []
     for name, groups in factors.items():
         fname = f"isolation_{_slug(name)}.png"
-        title = f"{sweep.select_on} vs {key}, one line per variant (colour: {name})"
-        y_label = f"{sweep.select_on} (mean over seeds, best over other nuisance values)"
-        if plots.plot_isolation(curves, groups, key, y_label, title, os.path.join(workdir, fname)):
+        title = (
+            f"{sweep.select_on} vs {key}, one line per variant (colour: {name})\n"
+            "mean over seeds, at each value the best over the other nuisance values"
+        )
+        path = os.path.join(workdir, fname)
+        if plots.plot_isolation(curves, groups, key, sweep.select_on, title, path):
             out.append((f"Isolation plot of {name}: {sweep.select_on} against {key}", fname))
         else:
             _remove_stale(workdir, fname)
@@ -134,6 +126,10 @@ def write_report(
     sweep = Sweep.from_dict(resolved)
     runs = summary.read_runs(sweep, workdir, runs_csv)
     all_runs = [r for records in runs.values() for r in records]
+    # Each ended run's TensorBoard HParams session, also for runs that predate them.
+    sweep_hparams.write_sessions(
+        workdir, sweep, resolved["config_spec"], all_runs, resolved.get("cwd")
+    )
     tuned = None
     if sweep.nuisance:
         # Every variant at the setting chosen on validation (report/tuning.py); the tables,

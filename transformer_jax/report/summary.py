@@ -10,9 +10,9 @@ import os
 from collections.abc import Mapping, Sequence
 
 from transformer_jax.report import stats
-from transformer_jax.report.run_dirs import RunRecord, read_run, read_runs_csv, run_dir
 from transformer_jax.run_dir import LOG_FILE, SUMMARY_FILE
 from transformer_jax.sweep.spec import OverrideValue, Sweep
+from transformer_jax.sweep_dir import RunRecord, read_run, read_runs_csv, run_dir
 
 
 @dataclasses.dataclass(frozen=True)

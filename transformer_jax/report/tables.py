@@ -14,8 +14,8 @@ import math
 from collections.abc import Sequence
 
 from transformer_jax.report import stats
-from transformer_jax.report.run_dirs import RunRecord
 from transformer_jax.report.summary import MetricSummary, VariantSummary
+from transformer_jax.sweep_dir import RunRecord
 
 SIGNIFICANT = "*"  # the unadjusted confidence interval excludes 0
 HOLM = "†"  # the difference survives Holm's correction across its table

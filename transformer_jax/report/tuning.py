@@ -25,7 +25,6 @@ import math
 from collections.abc import Mapping, Sequence
 
 from transformer_jax.report import factorial, stats
-from transformer_jax.report.run_dirs import RunRecord
 from transformer_jax.report.summary import VariantSummary
 from transformer_jax.report.tables import (
     HOLM,
@@ -36,6 +35,7 @@ from transformer_jax.report.tables import (
 )
 from transformer_jax.sweep import nuisance as nuisance_lib
 from transformer_jax.sweep.spec import Sweep
+from transformer_jax.sweep_dir import RunRecord
 
 SELECTION_CSV = "selection.csv"
 # The nuisance key on the isolation plots' x axis when the grid has it.
@@ -253,6 +253,8 @@ def section(
     changed = 0
     for title, c in comparisons(sweep, tuned_rows, confidence):
         u = before.get((title, c.label, c.held_fixed))
+        if c.diff.n == 0 and (u is None or u.diff.n == 0):
+            continue  # Cells without finished runs on either side: nothing to compare yet.
         old = verdict(u, confidence) if u else ""
         new = verdict(c, confidence)
         if not old or not new:

@@ -4,17 +4,21 @@
 
 Modules:
   factors   Factor and SplitFactor: a sweep's variants as the cells of a grid of factors.
+  nuisance  nuisance factors (learning rate, warmup): tuned per variant, chosen on validation.
   spec      the Sweep definition a sweep file returns; loading it and checking its overrides.
   launcher  one run as a subprocess: command.txt, run.log, CPU pinning, the workdir lock and
             failure.json.
-  runner    the runs of a sweep, resumed where a previous launch stopped; sweep.json; the report.
+  runner    the runs of a sweep, resumed where a previous launch stopped; recorded in sweep.json.
   slurm     the runs as Slurm jobs through submitit (--launcher=slurm), job.json, --status.
-  __main__  the command line.
+  __main__  the command line: runs (or submits) the sweep, then writes its report.
+
+The sweep directory's files (sweep.json, the run directories) are read and written through
+transformer_jax/sweep_dir.py, below both this package and transformer_jax/report, which reads
+the sweep definition (spec, factors) but nothing that runs it.
 """
 
-import importlib
-
 from transformer_jax.sweep.factors import Factor, SplitFactor
+from transformer_jax.sweep.runner import plan, run_sweep
 from transformer_jax.sweep.spec import (
     OverrideValue,
     Sweep,
@@ -33,15 +37,4 @@ __all__ = [
     "load_sweep",
     "plan",
     "run_sweep",
-    "update_sweep_json",
 ]
-
-# The runner writes the report and the report reads spec, so importing the runner here would make
-# `import transformer_jax.report.report` circular: its names are loaded on first use.
-_RUNNER_NAMES = ("plan", "run_sweep", "update_sweep_json")
-
-
-def __getattr__(name: str):
-    if name in _RUNNER_NAMES:
-        return getattr(importlib.import_module("transformer_jax.sweep.runner"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

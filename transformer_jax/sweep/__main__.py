@@ -12,17 +12,17 @@ exit status is 1 when a selected run failed or stopped before finishing (a submi
 its jobs are queued), 2 for a bad sweep file, flag or workdir, 130 when interrupted.
 """
 
-import os
 import sys
 from collections.abc import Sequence
 
 from absl import app, flags
 
 from transformer_jax.commands import recorded_command
-from transformer_jax.report.report import read_sweep_json, write_report
+from transformer_jax.report.report import write_report
 from transformer_jax.sweep import slurm
-from transformer_jax.sweep.runner import DEFAULT_MAIN, run_sweep, update_sweep_json
+from transformer_jax.sweep.runner import DEFAULT_MAIN, resolved_sweep, run_sweep
 from transformer_jax.sweep.spec import load_sweep
+from transformer_jax.sweep_dir import read_sweep_json, update_sweep_json
 
 
 def define_flags() -> None:
@@ -113,7 +113,7 @@ def _main(argv: Sequence[str]) -> int:
             stored = read_sweep_json(workdir)
             update_sweep_json(
                 workdir,
-                load_sweep(f.sweep),
+                resolved_sweep(load_sweep(f.sweep)),
                 f.sweep,
                 stored["config_spec"],
                 stored.get("quick", False),
@@ -157,7 +157,8 @@ def _main(argv: Sequence[str]) -> int:
         main_module=f.main_module,
         command=recorded_command("transformer_jax.sweep", sys.argv[1:]),
     )
-    print(results_section(os.path.join(workdir, "report.md")))
+    report = write_report(workdir)
+    print(results_section(report))
     # Failed or unfinished runs leave a non-zero exit so scripts notice; diverged runs are results.
     return 1 if counts.get("failed") or counts.get("incomplete") else 0
 

@@ -14,7 +14,6 @@ import dataclasses
 import datetime
 import json
 import os
-import shlex
 import shutil
 import signal
 import socket
@@ -27,10 +26,14 @@ from typing import Any
 
 from absl import logging
 
-from transformer_jax.report import run_dirs
+from transformer_jax import sweep_dir
+from transformer_jax.commands import recorded_shell_command
 from transformer_jax.run_dir import (
+    COMMAND_FILE,
     DIVERGED_EXIT_CODE,
     FAILURE_FILE,
+    HPARAMS_FILE,
+    LOG_FILE,
     STOPPED_EXIT_CODE,
     write_json,
 )
@@ -48,6 +51,9 @@ class RunSpec:
     seed: int
     path: str
     argv: tuple[str, ...]
+    # hparams.json of the run (run_dir.HPARAMS_FILE: sweep name and hparams), written when it
+    # is launched; {} writes none.
+    hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def name(self) -> str:
@@ -205,11 +211,10 @@ class Launch:
         if gpus is not None:
             variables["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         env = {**os.environ, **variables}
-        prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in variables.items())
-        self.command_line = f"cd {shlex.quote(cwd)} && {prefix}{shlex.join(spec.argv)}"
+        self.command_line = recorded_shell_command(spec.argv, cwd, variables)
         for run in spec.runs:
             os.makedirs(run.path, exist_ok=True)
-            with open(os.path.join(run.path, run_dirs.COMMAND_FILE), "w") as f:
+            with open(os.path.join(run.path, COMMAND_FILE), "w") as f:
                 f.write(f"# sweep run {run.name}\n")
                 if cpus is not None:
                     f.write(f"# pinned to CPUs {cpus} (sched_setaffinity) by --parallel\n")
@@ -218,11 +223,13 @@ class Launch:
                     # itself, and it is what check_commands compares.
                     f.write(f"# trained in the seed group {spec.name} by:\n")
                     f.write(f"# {self.command_line}\n")
-                    f.write(f"cd {shlex.quote(cwd)} && {prefix}{shlex.join(run.argv)}\n")
+                    f.write(recorded_shell_command(run.argv, cwd, variables) + "\n")
                 else:
                     f.write(self.command_line + "\n")
+            if run.hparams:
+                write_json(os.path.join(run.path, HPARAMS_FILE), run.hparams)
             with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(run.path, run_dirs.FAILURE_FILE))
+                os.remove(os.path.join(run.path, FAILURE_FILE))
         self.spec = spec
         self.runs = spec.runs
         self.start = time.monotonic()
@@ -231,7 +238,7 @@ class Launch:
         # copier threads append stderr (and a group's stdout, to every seed's run.log) lines,
         # all with O_APPEND, so none overwrites another.
         self.logs = [
-            open(os.path.join(run.path, run_dirs.LOG_FILE), "ab", buffering=0)  # noqa: SIM115
+            open(os.path.join(run.path, LOG_FILE), "ab", buffering=0)  # noqa: SIM115
             for run in self.runs
         ]
         for log in self.logs:
@@ -287,11 +294,11 @@ class Launch:
 
 def record_outcome(
     workdir: str, run: "Launch", duration: float, spec: RunSpec | None = None
-) -> run_dirs.RunRecord:
+) -> sweep_dir.RunRecord:
     """Classifies a completed run (`spec`, one of the runs of a seed group's launch) and writes
     failure.json for a failed or diverged one."""
     spec, rc = spec or run.spec, run.proc.returncode
-    record = run_dirs.read_run(workdir, spec.variant, spec.seed)
+    record = sweep_dir.read_run(workdir, spec.variant, spec.seed)
     if record.status == "finished":
         # A seed group exits with DIVERGED_EXIT_CODE when any of its seeds diverged.
         sibling_diverged = len(run.runs) > 1 and rc == DIVERGED_EXIT_CODE
@@ -322,4 +329,4 @@ def record_outcome(
         "duration_s": duration,
     }
     write_json(os.path.join(spec.path, FAILURE_FILE), failure)
-    return run_dirs.read_run(workdir, spec.variant, spec.seed)
+    return sweep_dir.read_run(workdir, spec.variant, spec.seed)

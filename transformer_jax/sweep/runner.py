@@ -1,9 +1,10 @@
 r"""Running a sweep: every (variant, seed), or the seeds of a variant together, as one trainer
-subprocess, then the report.
+subprocess.
 
 Holds plan (the runs and their trainer commands), launches (the runs grouped by variant),
-check_commands (a run directory belongs to this sweep), update_sweep_json (WORKDIR/sweep.json)
-and run_sweep (launch, resume, report).
+check_commands (a run directory belongs to this sweep), locked_sweep (what every launcher does
+first: plan, check, lock the workdir, record the launch in sweep.json) and run_sweep (launch and
+resume).
 
 Each run gets WORKDIR/<variant>/seed_<seed>/ (with nuisance factors, sweep/nuisance.py,
 WORKDIR/<variant>/<setting>/seed_<seed>/, each setting its own seed group) and is launched as
@@ -23,29 +24,27 @@ what check_commands compares, and the group's output goes to every seed's run.lo
 Rerunning the same sweep resumes: finished and diverged runs (deterministic) are skipped,
 interrupted runs are relaunched (the trainer resumes from its checkpoints; the seeds still
 pending form the group) and failed runs are retried. A
-failing run writes failure.json and the sweep carries on. The report (report.md, results.csv,
-table.tex, plots) is written at the end.
+failing run writes failure.json and the sweep carries on. The command line
+(`python -m transformer_jax.sweep`) then writes the report (transformer_jax/report/report.py),
+which reads only the sweep directory (transformer_jax/sweep_dir.py).
 """
 
 import collections
-import json
+import contextlib
 import os
 import shlex
 import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from absl import logging
-from ml_collections.config_flags import config_path
 
-from transformer_jax import defaults
-from transformer_jax.commands import launch_dir
-from transformer_jax.report import environment, run_dirs
-from transformer_jax.report.report import SWEEP_FILE, write_report
-from transformer_jax.run_dir import write_json
+from transformer_jax import environment, sweep_dir
+from transformer_jax.run_dir import COMMAND_FILE, LOG_FILE, git_commit
+from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep import launcher
 from transformer_jax.sweep.launcher import RunSpec
 from transformer_jax.sweep.nuisance import split_run_variant
@@ -123,7 +122,7 @@ def launches(
         by_variant.setdefault(spec.variant, []).append(spec)
     units: list[RunSpec | launcher.GroupSpec] = []
     for variant, runs in by_variant.items():
-        if len(runs) == 1 or stops_early(sweep, variant, config_spec):
+        if len(runs) == 1:
             units.extend(runs)
             continue
         path = os.path.join(workdir, variant)
@@ -131,15 +130,6 @@ def launches(
         argv = build_argv(sweep, variant, seeds, path, config_spec, main_module)
         units.append(launcher.GroupSpec(tuple(runs), argv))
     return units
-
-
-def stops_early(sweep: Sweep, variant: str, config_spec: str) -> bool:
-    """Whether the variant's runs stop early (train.early_stop_metric): each seed would stop at
-    its own step, so such a variant trains seed by seed, never as a seed group."""
-    config = defaults.from_file(sweep.config, config_spec.partition(":")[2] or None)
-    for key, value in sweep.run_variants[variant].items():
-        config_path.set_value(key, config, value)
-    return bool(config.get("train", {}).get("early_stop_metric", ""))
 
 
 def plan(
@@ -160,12 +150,15 @@ def plan(
     for s in seeds:
         if s not in sweep.seeds:
             raise ValueError(f"--seeds contains {s}; valid: {', '.join(map(str, sweep.seeds))}")
+    hparams = sweep_hparams.variant_hparams(sweep, config_spec)
+    name = sweep_hparams.sweep_name(workdir)
     return [
         RunSpec(
             v,
             s,
-            run_dirs.run_dir(workdir, v, s),
-            build_argv(sweep, v, s, run_dirs.run_dir(workdir, v, s), config_spec, main_module),
+            sweep_dir.run_dir(workdir, v, s),
+            build_argv(sweep, v, s, sweep_dir.run_dir(workdir, v, s), config_spec, main_module),
+            sweep_hparams.run_hparams_json(name, hparams[v], s),
         )
         for v in sweep.run_variants
         if split_run_variant(v)[0] in variants
@@ -193,7 +186,7 @@ def _absolute_workdir(arg: str) -> str:
 
 def _read_command(path: str) -> str | None:
     try:
-        with open(os.path.join(path, run_dirs.COMMAND_FILE)) as f:
+        with open(os.path.join(path, COMMAND_FILE)) as f:
             lines = [line for line in f.read().splitlines() if line and not line.startswith("#")]
     except FileNotFoundError:
         return None
@@ -224,49 +217,6 @@ def _fmt_duration(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
-def update_sweep_json(
-    workdir: str,
-    sweep: Sweep,
-    sweep_file: str,
-    config_spec: str,
-    quick: bool,
-    main_module: str,
-    invocation: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Writes WORKDIR/sweep.json: the resolved sweep plus the history of launches."""
-    path = os.path.join(workdir, SWEEP_FILE)
-    previous: dict[str, Any] = {}
-    if os.path.isfile(path):
-        with open(path) as f:
-            previous = json.load(f)
-        if (previous.get("config_spec"), previous.get("config")) not in (
-            (None, None),
-            (config_spec, sweep.config),
-        ):
-            raise ValueError(
-                f"workdir {workdir} holds a sweep run with --config={previous['config_spec']}, "
-                f"not {config_spec} (--quick changes it); use a new --workdir"
-            )
-    # The base config's nuisance values: the untuned setting the report compares with.
-    sweep = with_nuisance_default(sweep, config_spec.partition(":")[2])
-    resolved = {
-        "file": sweep_file,
-        **sweep.to_dict(),
-        "config_spec": config_spec,
-        "quick": quick,
-        "main_module": main_module,
-        # A report-only update (no invocation) keeps the directory the runs were launched from.
-        # Recorded relative to the repository when inside it ("." for its root): see commands.
-        "cwd": previous.get("cwd", launch_dir()) if invocation is None else launch_dir(),
-        "invocations": list(previous.get("invocations", [])),
-    }
-    if invocation is not None:
-        resolved["invocations"].append(dict(invocation))
-    os.makedirs(workdir, exist_ok=True)
-    write_json(path, resolved)
-    return resolved
-
-
 def plan_checked(
     sweep: Sweep,
     workdir: str,
@@ -281,13 +231,61 @@ def plan_checked(
     config_arg = ",".join(a for a in (sweep.config_arg, QUICK_ARG if quick else "") if a)
     config_spec = f"{sweep.config}:{config_arg}" if config_arg else sweep.config
     check_overrides(sweep, config_arg)
-    with_nuisance_default(sweep, config_arg)  # The default must be in the grid.
-    # Absolute run directories: the trainer's checkpointer needs them, and command.txt then
-    # works from any directory.
+    with_nuisance_default(sweep)  # The default must be in the grid.
+    # Absolute run directories: the trainer's checkpointer needs them (command.txt records them
+    # relative to the repository when launched from it: commands.recorded_shell_command).
     workdir = os.path.abspath(workdir)
     specs = plan(sweep, workdir, config_spec, variants, seeds, main_module)
     check_commands(specs)
     return workdir, config_spec, specs
+
+
+def resolved_sweep(sweep: Sweep) -> dict[str, Any]:
+    """The sweep as sweep.json records it, with the base config's nuisance values: the untuned
+    setting the report compares with."""
+    return with_nuisance_default(sweep).to_dict()
+
+
+@contextlib.contextmanager
+def locked_sweep(
+    sweep: Sweep,
+    sweep_file: str,
+    workdir: str,
+    *,
+    variants: Sequence[str] | None,
+    seeds: Sequence[int] | None,
+    quick: bool,
+    main_module: str,
+    command: str,
+    machine: Mapping[str, Any] | None,
+    **invocation: Any,
+) -> Iterator[tuple[str, str, list[RunSpec]]]:
+    """What every launcher does before starting runs: plans and checks the selected runs
+    (`plan_checked`, nothing written if that raises), takes the workdir lock and appends this
+    launch to sweep.json (the command, date, commit, `machine` (None: this host's), the selected
+    variants and seeds, and the launcher's own `invocation` fields). Yields (absolute workdir,
+    config spec, run specs) with the lock held."""
+    workdir, config_spec, specs = plan_checked(sweep, workdir, variants, seeds, quick, main_module)
+    os.makedirs(workdir, exist_ok=True)
+    with launcher.WorkdirLock(workdir):
+        sweep_dir.update_sweep_json(
+            workdir,
+            resolved_sweep(sweep),
+            sweep_file,
+            config_spec,
+            quick,
+            main_module,
+            {
+                "command": command,
+                "date": launcher.now(),
+                "git_commit": git_commit(),
+                "machine": dict(machine) if machine is not None else environment.machine_info(),
+                "variants": sorted({s.variant for s in specs}),
+                "seeds": sorted({s.seed for s in specs}),
+                **invocation,
+            },
+        )
+        yield workdir, config_spec, specs
 
 
 def run_sweep(
@@ -305,13 +303,14 @@ def run_sweep(
     command: str = "",
     machine: Mapping[str, Any] | None = None,
 ) -> dict[str, int]:
-    """Runs the selected runs not yet done, then writes the report.
+    """Runs the selected runs not yet done (the report is written by the caller:
+    transformer_jax.report.report.write_report).
 
     Args:
       sweep, sweep_file: the loaded sweep and the path it came from.
       workdir: sweep directory (created); runs go to WORKDIR/<variant>/seed_<seed> (with
         nuisance, WORKDIR/<variant>/<setting>/seed_<seed>).
-      variants, seeds: subsets to run (default: all); the report always covers the whole sweep.
+      variants, seeds: subsets to run (default: all).
       quick: pass get_config the argument "quick" (every run shrunk).
       parallel: number of runs (or seed groups) trained at once, each pinned to its own CPUs.
       seed_groups: train the pending seeds of each variant as one seed group (one process, one
@@ -327,31 +326,22 @@ def run_sweep(
     """
     if parallel < 1:
         raise ValueError(f"parallel = {parallel}: must be >= 1")
-    workdir, config_spec, specs = plan_checked(sweep, workdir, variants, seeds, quick, main_module)
-    os.makedirs(workdir, exist_ok=True)
-
-    with launcher.WorkdirLock(workdir):
-        update_sweep_json(
-            workdir,
-            sweep,
-            sweep_file,
-            config_spec,
-            quick,
-            main_module,
-            {
-                "command": command,
-                "date": launcher.now(),
-                "git_commit": environment.git_commit(),
-                "machine": dict(machine) if machine is not None else environment.machine_info(),
-                "variants": sorted({s.variant for s in specs}),
-                "seeds": sorted({s.seed for s in specs}),
-                "parallel": parallel,
-                "seed_groups": seed_groups,
-                "compile_cache": compile_cache,
-            },
-        )
-        before = {s: run_dirs.read_run(workdir, s.variant, s.seed).status for s in specs}
-        todo = [s for s in specs if before[s] not in run_dirs.DONE_STATUSES]
+    with locked_sweep(
+        sweep,
+        sweep_file,
+        workdir,
+        variants=variants,
+        seeds=seeds,
+        quick=quick,
+        main_module=main_module,
+        command=command,
+        machine=machine,
+        parallel=parallel,
+        seed_groups=seed_groups,
+        compile_cache=compile_cache,
+    ) as (workdir, config_spec, specs):
+        before = {s: sweep_dir.read_run(workdir, s.variant, s.seed).status for s in specs}
+        todo = [s for s in specs if before[s] not in sweep_dir.DONE_STATUSES]
         total, done = len(specs), len(specs) - len(todo)
         kinds = collections.Counter(before[s] for s in todo)
         logging.info(
@@ -370,10 +360,9 @@ def run_sweep(
         )
 
     counts = collections.Counter(
-        outcomes.get(s.name) or run_dirs.read_run(workdir, s.variant, s.seed).status for s in specs
+        outcomes.get(s.name) or sweep_dir.read_run(workdir, s.variant, s.seed).status for s in specs
     )
-    report = write_report(workdir)
-    logging.info("sweep done: %s; report: %s", dict(counts), report)
+    logging.info("sweep done: %s", dict(counts))
     return dict(counts)
 
 
@@ -458,7 +447,7 @@ def _log_outcome(run, record, progress, duration, elapsed, eta, metrics) -> None
             "%s failed: %s (see %s)",
             run.name,
             (record.failure or {}).get("error"),
-            os.path.join(run.path, run_dirs.LOG_FILE),
+            os.path.join(run.path, LOG_FILE),
         )
 
 

@@ -49,9 +49,10 @@ import submitit
 from absl import logging
 from submitit.slurm.slurm import SlurmInfoWatcher
 
-from transformer_jax.report import run_dirs
+from transformer_jax import sweep_dir
 from transformer_jax.run_dir import JOB_FILE, lock_run, read_json, write_json
 from transformer_jax.sweep import launcher as launcher_lib
+from transformer_jax.sweep import runner
 from transformer_jax.sweep.launcher import GroupSpec, RunSpec
 from transformer_jax.sweep.spec import Sweep
 
@@ -264,14 +265,14 @@ class TrainJob(submitit.helpers.Checkpointable):
         self.__dict__.update({"env": {}, **state})
         self._launch = None
 
-    def _records(self) -> list[run_dirs.RunRecord]:
-        return [run_dirs.read_run(self.workdir, r.variant, r.seed) for r in self.spec.runs]
+    def _records(self) -> list[sweep_dir.RunRecord]:
+        return [sweep_dir.read_run(self.workdir, r.variant, r.seed) for r in self.spec.runs]
 
     def __call__(self) -> str:
         """Trains the runs; returns their status (a seed group's worst), or raises when one
         failed (the job fails too)."""
         spec = self.spec
-        if all(r.status in run_dirs.DONE_STATUSES for r in self._records()):
+        if all(r.status in sweep_dir.DONE_STATUSES for r in self._records()):
             return self._worst()  # requeued after the runs ended: nothing left to do
         locks = []
         try:
@@ -444,7 +445,7 @@ def read_job(path: str) -> dict[str, Any] | None:
 
 
 def run_state(
-    record: run_dirs.RunRecord,
+    record: sweep_dir.RunRecord,
     job: Mapping[str, Any] | None,
     scheduler: str | None,
     metrics: Sequence[str] = (),
@@ -455,7 +456,7 @@ def run_state(
     The run directory decides final outcomes; a live job decides queued and running (a failed
     run being retried is queued, not failed); an ended job leaves the run failed or interrupted.
     """
-    if record.status in run_dirs.DONE_STATUSES:
+    if record.status in sweep_dir.DONE_STATUSES:
         values = [f"{m}={v:.4g}" for m in metrics if (v := record.metric(m)) is not None]
         return record.status, record.error or ", ".join(values)
     job_id = job.get("job_id") if job else None
@@ -486,18 +487,14 @@ def job_log(job: Mapping[str, Any]) -> str:
 def sweep_status(workdir: str, specs: Sequence[RunSpec] | None = None) -> list[RunState]:
     """The state of every run of the sweep in workdir (or of `specs`), asking each launcher's
     scheduler once about the jobs recorded in job.json."""
-    # Imported here, like the runner below: the job process imports this module and should not
-    # load the report's plotting stack.
-    from transformer_jax.report.report import read_sweep_json
-
     workdir = os.path.abspath(workdir)
-    sweep = Sweep.from_dict(read_sweep_json(workdir))
+    sweep = Sweep.from_dict(sweep_dir.read_sweep_json(workdir))
     if specs is None:
         # With nuisance factors, every setting of every variant ("<variant>/<setting>").
         pairs = [(v, s) for v in sweep.run_variants for s in sweep.seeds]
     else:
         pairs = [(s.variant, s.seed) for s in specs]
-    records = [run_dirs.read_run(workdir, v, s) for v, s in pairs]
+    records = [sweep_dir.read_run(workdir, v, s) for v, s in pairs]
     jobs = [read_job(r.path) for r in records]
     by_launcher = collections.defaultdict(list)
     for job in jobs:
@@ -575,38 +572,25 @@ def submit_sweep(
     `compile_cache` the jobs share the sweep's compilation cache, WORKDIR/.compile_cache, on
     the shared filesystem.
     """
-    from transformer_jax.report import environment
-    from transformer_jax.sweep import runner
-
     if launcher not in LAUNCHERS:
         raise ValueError(f"--launcher={launcher}: valid job launchers: {', '.join(LAUNCHERS)}")
     why = LAUNCHERS[launcher].unavailable()
     if why:
         raise ValueError(f"--launcher={launcher} cannot submit here: {why}")
     main_module = main_module or runner.DEFAULT_MAIN
-    workdir, config_spec, specs = runner.plan_checked(
-        sweep, workdir, variants, seeds, quick, main_module
-    )
-    os.makedirs(workdir, exist_ok=True)
-    with launcher_lib.WorkdirLock(workdir):
-        runner.update_sweep_json(
-            workdir,
-            sweep,
-            sweep_file,
-            config_spec,
-            quick,
-            main_module,
-            {
-                "command": command,
-                "date": launcher_lib.now(),
-                "git_commit": environment.git_commit(),
-                "machine": _requested_machine(launcher, slurm),
-                "variants": sorted({s.variant for s in specs}),
-                "seeds": sorted({s.seed for s in specs}),
-                "launcher": launcher,
-                "resources": dataclasses.asdict(slurm),
-            },
-        )
+    with runner.locked_sweep(
+        sweep,
+        sweep_file,
+        workdir,
+        variants=variants,
+        seeds=seeds,
+        quick=quick,
+        main_module=main_module,
+        command=command,
+        machine=_requested_machine(launcher, slurm),
+        launcher=launcher,
+        resources=dataclasses.asdict(slurm),
+    ) as (workdir, config_spec, specs):
         before = sweep_status(workdir, specs)
         todo = [s for s, st in zip(specs, before, strict=True) if st.state in SUBMIT_STATES]
         counts = collections.Counter(st.state for st in before)

@@ -499,11 +499,14 @@ def check_overrides(sweep: Sweep, config_arg: str) -> None:
                 )
 
 
-def with_nuisance_default(sweep: Sweep, config_arg: str) -> Sweep:
+def with_nuisance_default(sweep: Sweep) -> Sweep:
     """The sweep with nuisance_default read from its base config (unchanged without nuisance);
-    raises ValueError when a default value is not in its grid (no untuned comparison)."""
+    raises ValueError when a default value is not in its grid (no untuned comparison).
+
+    The config is read with the sweep's own config_arg, never "quick": a shrunk run may cap
+    e.g. warmup, but the untuned setting stays the one the full sweep compares with."""
     if not sweep.nuisance:
         return sweep
-    config = _load_config(sweep.config, config_arg)
+    config = _load_config(sweep.config, sweep.config_arg)
     default = {key: config_path.get_value(key, config) for key in sweep.nuisance}
     return dataclasses.replace(sweep, nuisance_default=default)

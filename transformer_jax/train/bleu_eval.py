@@ -23,13 +23,25 @@ from transformer_jax.decoding.bleu import corpus_bleu
 from transformer_jax.decoding.text import decode_to_text
 from transformer_jax.run_dir import TRANSLATIONS_DIR
 from transformer_jax.train import multihost
+from transformer_jax.train.timing import Phases
 
 
 class BleuEvaluator:
-    """Adds BLEU metrics to the trainer's evaluation results; see the module docstring."""
+    """The "bleu" evaluator (train/evaluators.py): BLEU metrics added to each evaluation's
+    results; see the module docstring."""
+
+    name = "bleu"
+    at_end = True  # the last evaluation decodes the test split and writes the translations
 
     def __init__(
-        self, dataset: data.Dataset, batch_size: int, train_cfg: TrainConfig, model, workdir: Path
+        self,
+        dataset: data.Dataset,
+        batch_size: int,
+        train_cfg: TrainConfig,
+        model,
+        workdir: Path,
+        parallel,
+        phases: Phases,
     ):
         info = dataset.info
         if not {"validation", "test"} <= set(info.eval_splits):
@@ -63,6 +75,7 @@ class BleuEvaluator:
         self._tokenizer = info.tokenizer
         self._out = Path(workdir) / TRANSLATIONS_DIR
         self._summary = {"beam_size": train_cfg.beam_size, "beam_alpha": train_cfg.beam_alpha}
+        self._parallel, self._phases = parallel, phases
 
     def _score(self, split: str, strategy: str, variables) -> tuple[list[str], dict[str, float]]:
         texts = decode_to_text(
@@ -72,9 +85,13 @@ class BleuEvaluator:
         self._summary["signatures"] = bleu.signatures
         return texts, {f"{name}_{strategy}": score for name, score in bleu.scores.items()}
 
-    def add_to(self, results: dict[str, dict[str, float]], state, *, final: bool) -> None:
-        """Adds the BLEU metrics of `state` (a host TrainState) to `results` (split -> metrics);
-        `final` also decodes the test split and writes the translations."""
+    def evaluate(self, state, results: dict[str, dict[str, float]], *, final: bool) -> None:
+        """Adds the BLEU metrics of `state` (placed as the run's) to `results` (split ->
+        metrics); `final` also decodes the test split and writes the translations."""
+        with self._phases("decode"):
+            self._evaluate(self._parallel.host_state(state), results, final=final)
+
+    def _evaluate(self, state, results: dict[str, dict[str, float]], *, final: bool) -> None:
         variables = {"params": state.params}
         if state.batch_stats:
             variables["batch_stats"] = state.batch_stats
@@ -95,6 +112,6 @@ class BleuEvaluator:
                 (self._out / name).write_text(text, encoding="utf-8")
         self._summary["translations"] = f"{TRANSLATIONS_DIR}/test.txt"
 
-    def summary(self) -> dict:
+    def summary_fields(self) -> dict:
         """summary.json's "bleu": the decoding settings, sacreBLEU signatures, translations."""
-        return dict(self._summary)
+        return {"bleu": dict(self._summary)}

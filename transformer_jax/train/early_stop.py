@@ -6,7 +6,9 @@ beat its best by more than `train.early_stop_min_delta`, but never before
 `train.early_stop_min_steps` (algorithmic tasks often sit at zero sequence accuracy for a
 while before they are learnt: that is not a plateau). Metrics whose name ends in "loss" must
 fall, every other (accuracies) must rise. The tracker's state travels in each checkpoint's loop
-state, so a resumed run counts on where it stopped, and a run that stopped stays stopped.
+state, so a resumed run counts on where it stopped, and a run that stopped stays stopped. A
+resume may change the patience, min_delta or min_steps: the history of the metric (its best, the
+best's step and the evaluations since) is kept and judged by the new criterion.
 """
 
 import dataclasses
@@ -71,9 +73,21 @@ class EarlyStopping:
     @classmethod
     def from_state(cls, state: dict[str, Any], **criterion) -> "EarlyStopping":
         """The tracker of `criterion` (metric, patience, min_delta, min_steps) resumed from a
-        checkpoint's record of it (`summary()`), or a fresh one for another criterion."""
+        checkpoint's record (`summary()`): the history of the same metric, a fresh one for
+        another metric. A stop recorded under another criterion holds only if the new one
+        would have stopped there too."""
         tracker = cls(**criterion)
-        if state and all(state.get(k) == v for k, v in criterion.items()):
-            for name in ("best", "best_step", "stale", "stopped_step"):
-                setattr(tracker, name, state[name])
+        if not state or state.get("metric") != tracker.metric:
+            return tracker
+        tracker.best, tracker.best_step, tracker.stale = (
+            state["best"],
+            state["best_step"],
+            state["stale"],
+        )
+        stopped_step = state.get("stopped_step")
+        same = all(state.get(k) == v for k, v in criterion.items())
+        if stopped_step is not None and (
+            same or (tracker.stale >= tracker.patience and stopped_step >= tracker.min_steps)
+        ):
+            tracker.stopped_step = stopped_step
         return tracker

@@ -9,6 +9,10 @@ Resuming: `truncate_after(step)` drops lines logged after the restored checkpoin
 crashed run (`truncate_after(0)`: all of them, when it was killed before its first checkpoint),
 so the resumed file matches an uninterrupted run's (apart from "time"), and TensorBoard is told
 to purge those steps too.
+
+Given the run's resolved `config`, the logger also drives the run's tracking (tracking/run.py):
+its TensorBoard HParams session and, with train.wandb_project, its W&B run, which get every
+metrics line and, through `write_summary`, the summary.
 """
 
 import json
@@ -22,7 +26,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from transformer_jax.run_dir import METRICS_FILE, write_text
+from transformer_jax.run_dir import METRICS_FILE, RunSummary, write_summary, write_text
+from transformer_jax.tracking.run import RunTracking
 
 
 def _import_summary_writer():
@@ -74,6 +79,9 @@ class MetricsLogger:
 
     `writes=False` (every process of a multi-process run but the first): neither reads nor
     writes any file, nor prints; `elapsed` still counts.
+
+    `config`: the run's resolved config (config.json's); with it, the logger drives the run's
+    HParams session and W&B run (tracking/run.py).
     """
 
     def __init__(
@@ -84,6 +92,7 @@ class MetricsLogger:
         stream: TextIO | None = None,
         console_every_s: float = 30.0,
         writes: bool = True,
+        config: Mapping[str, Any] | None = None,
     ):
         self.writes = writes
         self.workdir = os.fspath(workdir)
@@ -103,6 +112,9 @@ class MetricsLogger:
         self._last_train: tuple[int, float] | None = None  # (step, monotonic time)
         self._last_console = -math.inf
         self._line_open = False  # a \r progress line is on screen without a newline
+        self._tracking = RunTracking(self.workdir, config) if writes and config else None
+        if self._tracking is not None:
+            self._tracking.start()
 
     def truncate_after(self, step: int) -> int:
         """Drops metrics.jsonl lines with `"step" > step` (and unparsable partial lines).
@@ -169,6 +181,8 @@ class MetricsLogger:
             )
         for name, value in values.items():
             self._writer.add_scalar(f"{split}/{name}", value, int(step))
+        if self._tracking is not None:
+            self._tracking.log(int(step), split, values)
 
         self._console(int(step), split, values, now)
 
@@ -208,12 +222,22 @@ class MetricsLogger:
             self._file.close()
             self._file = None
 
+    def write_summary(self, summary: RunSummary) -> None:
+        """Writes summary.json, then ends the run's HParams session and W&B run with it."""
+        if not self.writes:
+            return
+        write_summary(self.workdir, summary)
+        if self._tracking is not None:
+            self._tracking.end(summary)
+
     def close(self) -> None:
-        """Flushes and closes metrics.jsonl and the TensorBoard writer."""
+        """Flushes and closes metrics.jsonl, the TensorBoard writer and the run's tracking."""
         self._close_file()
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        if self._tracking is not None:
+            self._tracking.close()
         if self._line_open:
             self._stream.write("\n")
             self._stream.flush()

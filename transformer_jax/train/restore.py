@@ -16,8 +16,8 @@ from transformer_jax import data, run_dir
 from transformer_jax.config import ModelConfig, TrainConfig
 from transformer_jax.data import tokenizers
 from transformer_jax.data.info import Tokenizer
+from transformer_jax.families import family_of
 from transformer_jax.models import build_model
-from transformer_jax.models.families import family_of
 from transformer_jax.train import step as steps
 from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.optimizer import make_optimizer

@@ -14,7 +14,7 @@ import optax
 
 from transformer_jax.config import TrainConfig
 from transformer_jax.config.train import THREEFRY_MODES
-from transformer_jax.models.families import family_of
+from transformer_jax.families import family_of
 from transformer_jax.train import losses
 from transformer_jax.train.numerics import tree_norm
 

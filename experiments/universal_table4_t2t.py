@@ -1,0 +1,141 @@
+"""Table 4 under tensor2tensor's recipe: the Transformer, the UT and UT+ACT trained as
+`transformer_tiny`, `universal_transformer_position_random_timing_tiny` and
+`adaptive_universal_transformer_position_random_timing_tiny` set them, read at plain positions
+and at tensor2tensor's random offsets.
+
+`make_sweep(task)` runs copy (this file) or reverse (universal_table4_t2t_reverse.py) on the data
+of configs/universal_table4.py (tensor2tensor's algorithmic_*_decimal40: train 1-40, test_long
+1-400). experiments/universal_table4.py is the project's own protocol, run first; this sweep
+changes its training recipe to the reference code's, so that a difference between the two
+tells the method from the protocol. Lines are at tensorflow/tensor2tensor commit bafdc1b6
+(docs/papers.md lists the same sources):
+
+What it takes from tensor2tensor:
+- blocks: pre-norm, x + Dropout(F(Norm(x))), with a final norm after each stack
+  (models/transformer.py:1846-1847, transformer_base_v2's layer_preprocess_sequence="n",
+  layer_postprocess_sequence="da"; models/research/universal_transformer_util.py:129 and :192,
+  the UT encoder and decoder end with layer_preprocess): model.norm.position="pre";
+- size: hidden 128, filter 512, 4 heads, 2 layers (models/transformer.py:2240-2246,
+  transformer_tiny); the UT 8 recurrent steps (models/research/universal_transformer.py:491-495);
+  UT+ACT at most act_max_steps = 2 x num_hidden_layers = 4 steps, set while num_hidden_layers is
+  transformer_tiny's 2 (universal_transformer.py:436, before :494 sets num_rec_steps = 8);
+- step signal: a learned embedding per step (universal_transformer.py:397,
+  step_timing_signal_type="learned"; layers/common_attention.py:500-520, initialised N(0, 1/D)
+  and scaled by sqrt(D)): model.universal.step_signal="learned";
+- positions: position_start_index="random" (universal_transformer.py:710-713, :731-735): one
+  offset per batch, uniform in [0, batch length), drawn anew inside every recurrent step
+  (universal_transformer_util.py:1413-1418 in add_position_timing_signal, called by
+  step_preprocess at :1379-1380 from every step, :585 and :1093) and at evaluation too (no mode
+  check): model.positional.train_positions="step_offset"; max_len 801 so that every offset of
+  a 401-token test_long batch fits. The Transformer has none: transformer.py adds the plain
+  timing signal (hparams.pos="timing", :1814);
+- dropout 0.1 on residual branches, attention weights and ReLU units (transformer.py:1848-1850);
+- optimizer: Adam beta1 0.9, beta2 0.997, epsilon 1e-9 (transformer.py:1789, :1965, :1780), no
+  gradient clipping (:1779), label smoothing 0.1 (:1792); learning rate
+  2.0 * min(1, step / 8,000) * rsqrt(max(step, 8,000)) * hidden^-0.5
+  (constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size, :1967-1970 and :1851; utils/
+  learning_rate.py:26-79), which is train.schedule="rsqrt" with learning_rate 2.0;
+- ACT: halting bias initialised to +1.0, epsilon 0.01, ponder cost 0.01
+  (universal_transformer.py:437-439); halted positions keep being transformed
+  (universal_transformer_util.py:1153-1158: transformed_state is the next step's state):
+  model.universal.act_halted="transform";
+- a fixed step budget, no early stopping (tensor2tensor trains train_steps).
+
+Where it still departs, each with the line it departs from:
+- steps and batch: TRAIN_STEPS below, batch 64 sequences (about 1,400 tokens), against
+  batches of 4,096 tokens (transformer.py:1777) for tensor2tensor's train_steps (the paper does
+  not state them; t2t-trainer's default is 250,000). With 8,000 warmup steps as there, a run
+  shorter than that never reaches the peak rate: the budget (below) sets how far it gets;
+- position signal: sin and cos interleaved, 10000^(-2i/D) (Vaswani §3.5), where
+  get_timing_signal_1d (layers/common_attention.py:408-456) concatenates all sines then all
+  cosines with timescales 10000^(-i/(D/2 - 1)): the same family of signals, slightly different
+  frequencies;
+- ACT: a position still running at the last step halts there with the remainder as its weight
+  (Graves 2016) and the output is the weighted sum of the states, where tensor2tensor stops at
+  act_max_steps without a remainder (universal_transformer_util.py:1176-1188) and mixes states as
+  new = w h + (1 - w) previous (:1159-1160); the ponder cost averages over real positions, where
+  tensor2tensor's tf.reduce_mean (universal_transformer.py:212-221) includes padding;
+- initialisation: flax's defaults (lecun normal, zero biases; embeddings N(0, 1/D) x sqrt(D)),
+  where tensor2tensor uses uniform_unit_scaling with gain 1.0 (transformer.py:1785-1787;
+  utils/optimize.py:395);
+- tokens: EOS after the targets only, 3 reserved ids; tensor2tensor appends EOS to the inputs
+  too and reserves 2 (data_generators/algorithmic.py:72-74, :86);
+- evaluation: 500 of 1,000 generated test_long examples, where tensor2tensor's dev split has
+  10,000 (algorithmic.py:46-59).
+
+Readings: training evaluates at plain positions 0, 1, 2, ... (summary.json); tensor2tensor's
+own reading of the UTs, at random offsets redrawn per step, is
+`python -m transformer_jax.analysis.reread_positions --workdir=RUN --eval_positions=step_offset`
+on each run's final checkpoint (RUN/eval_positions/step_offset.json; a fresh draw per batch,
+reproducible per seed), and experiments/reports/table4.py reports both.
+
+Budget: see TRAIN_STEPS.
+"""
+
+from transformer_jax.sweep import Sweep
+
+# The step budget. Placeholder until measured; see the docstring's Budget paragraph.
+TRAIN_STEPS = 10_000
+MAX_LEN = 801  # a 401-token batch's offsets [0, 401) need positions up to 800
+
+RECIPE = {  # tensor2tensor's transformer_tiny recipe, for every variant
+    "model.d_model": 128,
+    "model.ffn.d_ff": 512,
+    "model.attention.num_heads": 4,
+    "model.norm.position": "pre",
+    "model.dropout_rate": 0.1,
+    "model.attention.dropout_rate": 0.1,
+    "model.ffn.dropout_rate": 0.1,
+    "model.positional.max_len": MAX_LEN,
+    "train.b1": 0.9,
+    "train.b2": 0.997,
+    "train.eps": 1e-9,
+    "train.grad_clip_norm": 0.0,
+    "train.label_smoothing": 0.1,
+    "train.schedule": "rsqrt",
+    "train.learning_rate": 2.0,
+    "train.warmup_steps": 8_000,
+    "train.steps": TRAIN_STEPS,
+    "train.early_stop_metric": "",
+    "train.eval_every": 1_000,
+    "train.checkpoint_every": 1_000,
+}
+UT = {
+    **RECIPE,
+    "model.universal.enabled": True,
+    "model.universal.steps": 8,
+    "model.universal.step_signal": "learned",
+    "model.positional.train_positions": "step_offset",
+}
+UT_ACT = {
+    **UT,
+    "model.universal.steps": 4,  # act_max_steps
+    "model.universal.act": True,
+    "model.universal.act_halting_bias_init": 1.0,
+    "model.universal.act_threshold_eps": 0.01,
+    "model.universal.act_ponder_cost": 0.01,
+    "model.universal.act_halted": "transform",
+}
+ACCURACIES = ("token_accuracy", "seq_accuracy")  # the paper's character / sequence accuracy
+
+
+def make_sweep(task: str) -> Sweep:
+    """Table 4's comparison on one task of configs/universal_table4.py, tensor2tensor's recipe."""
+    title = f"Universal Transformer vs Transformer on {task} at length 400 (tensor2tensor recipe)"
+    details = __doc__.split("\n\n", 1)[1].rstrip()
+    return Sweep(
+        description=f"{title}\n\n{details}",
+        config="configs/universal_table4.py",
+        config_arg=task,
+        variants={"transformer": RECIPE, "ut": UT, "ut_act": UT_ACT},
+        seeds=(0, 1, 2),
+        metrics=(
+            *(f"{split}/{name}" for split in ("test_long", "test") for name in ACCURACIES),
+            *(f"test_long/ponder_mean/{stack}" for stack in ("encoder", "decoder")),
+        ),
+        baseline="transformer",
+    )
+
+
+def get_sweep():
+    return make_sweep("copy")

@@ -1,0 +1,110 @@
+"""The HParams session file of a run directory, read back with TensorBoard's own event reader and
+its HParams plugin's parsers."""
+
+import time
+
+import numpy as np
+import pytest
+from google.protobuf import json_format
+from tensorboard.backend.event_processing import plugin_event_accumulator
+from tensorboard.plugins.hparams import api_pb2, metadata
+
+from transformer_jax.run_dir import RunSummary
+from transformer_jax.tracking import hparams as hparams_lib
+from transformer_jax.train.logger import MetricsLogger
+
+
+def load(run_path):
+    """The run directory as TensorBoard's event accumulator loads it (every event file)."""
+    accumulator = plugin_event_accumulator.EventAccumulator(str(run_path))
+    accumulator.Reload()
+    return accumulator
+
+
+def plugin_content(accumulator, tag):
+    return accumulator.SummaryMetadata(tag).plugin_data.content
+
+
+def test_session_holds_hparams_metrics_and_status(tmp_path):
+    hparams = {"variant": "none", "seed": 2, "tied": True, "splits": ("test", "test_long")}
+    metrics = {"test/seq_accuracy": 0.875, "test/loss": 0.123456789}
+    hparams_lib.write_session(
+        tmp_path, hparams, start_time=100.0, status="diverged", step=40, metrics=metrics
+    )
+    accumulator = load(tmp_path)
+    start = metadata.parse_session_start_info_plugin_data(
+        plugin_content(accumulator, metadata.SESSION_START_INFO_TAG)
+    )
+    assert {k: json_format.MessageToDict(v) for k, v in start.hparams.items()} == {
+        "variant": "none",
+        "seed": 2,
+        "tied": True,
+        "splits": "('test', 'test_long')",
+    }
+    assert start.start_time_secs == 100.0
+    assert start.group_name == ""  # each session its own group: one row per run
+    end = metadata.parse_session_end_info_plugin_data(
+        plugin_content(accumulator, metadata.SESSION_END_INFO_TAG)
+    )
+    assert end.status == api_pb2.STATUS_FAILURE
+    for tag, value in metrics.items():
+        (event,) = accumulator.Tensors(tag)
+        assert event.step == 40
+        assert event.tensor_proto.float_val == [np.float32(value)]
+
+
+def test_rewriting_replaces_the_one_session(tmp_path):
+    """A resumed run or a rebuilt report writes the session again: still one file, the new
+    content, named after every event file of the directory (TensorBoard reads them in name
+    order)."""
+    later = int(time.time()) + 100  # the logger's file, stamped by a clock ahead of this one
+    (tmp_path / f"events.out.tfevents.{later}.host.abc").write_bytes(b"")
+    first = hparams_lib.write_session(tmp_path, {"seed": 0}, start_time=5.0)
+    second = hparams_lib.write_session(tmp_path, {"seed": 0}, start_time=5.0, status="finished")
+    assert hparams_lib.session_files(tmp_path) == [second]
+    assert first != second and first < second
+    assert sorted(p.name for p in tmp_path.iterdir())[-1] == second.rsplit("/", 1)[1]
+    assert hparams_lib.read_session_start(tmp_path).start_time_secs == 5.0
+    end = metadata.parse_session_end_info_plugin_data(
+        plugin_content(load(tmp_path), metadata.SESSION_END_INFO_TAG)
+    )
+    assert end.status == api_pb2.STATUS_SUCCESS
+
+
+def test_no_session_reads_as_none(tmp_path):
+    assert hparams_lib.read_session_start(tmp_path) is None
+    assert hparams_lib.session_files(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(True, True), (3, 3), (0.5, 0.5), ("none", "none"), ([1, 2], "(1, 2)"), (None, "None")],
+)
+def test_hparam_values(value, expected):
+    assert hparams_lib.hparam_value(value) == expected
+
+
+def test_flat_metrics_are_the_logged_tags():
+    summary = {"test": {"loss": 1.0, "seq_accuracy": 0.5}, "test_long": {"loss": 2.0}}
+    assert hparams_lib.flat_metrics(summary) == {
+        "test/loss": 1.0,
+        "test/seq_accuracy": 0.5,
+        "test_long/loss": 2.0,
+    }
+
+
+def test_only_the_process_that_writes_the_run_has_a_session(tmp_path):
+    """Every process of a multi-process run logs; process 0 alone (writes=True) writes files,
+    the HParams session among them."""
+    config = {"seed": 3, "train": {"wandb_project": ""}}
+    for writes, run in ((False, tmp_path / "other"), (True, tmp_path / "zero")):
+        run.mkdir()
+        with MetricsLogger(run, total_steps=2, writes=writes, config=config) as logger:
+            logger.write(2, "test", {"loss": 0.5})
+            logger.write_summary(
+                RunSummary(status="finished", step=2, metrics={"test": {"loss": 0.5}})
+            )
+    assert list((tmp_path / "other").iterdir()) == []
+    start = hparams_lib.read_session_start(tmp_path / "zero")
+    assert {k: json_format.MessageToDict(v) for k, v in start.hparams.items()} == {"seed": 3}
+    assert len(hparams_lib.session_files(tmp_path / "zero")) == 1

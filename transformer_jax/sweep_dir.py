@@ -1,0 +1,251 @@
+"""The sweep-directory contract: WORKDIR/sweep.json and the run directories
+WORKDIR/<variant>/seed_<seed>/ (each one per transformer_jax/run_dir.py), and reading them.
+
+sweep.json holds the resolved sweep and the history of its launches (`update_sweep_json`, the one
+writer); the run directories are written by the trainer and the launchers. This module sits
+below both the sweep package (which launches runs and records them) and the report (which reads
+them). Apart from update_sweep_json everything here only reads files, so a report can be
+regenerated at any time, including while a sweep is still running.
+"""
+
+import csv
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from transformer_jax.commands import launch_dir
+from transformer_jax.run_dir import (
+    FAILURE_FILE,
+    FINAL_STATUSES,
+    GIT_COMMIT_KEY,
+    METRICS_FILE,
+    read_config,
+    read_json,
+    read_summary,
+    seed_dir,
+    write_json,
+)
+
+SWEEP_FILE = "sweep.json"
+
+RunStatus = Literal["finished", "diverged", "failed", "incomplete", "missing"]
+# finished / diverged: summary.json says so (final; a rerun would give the same result).
+# failed: no summary.json but failure.json (the trainer exited non-zero, or exited 0 without
+#   writing its summary).
+# incomplete: the run directory exists without either (interrupted, or running right now).
+# missing: no run directory (never started).
+DONE_STATUSES: tuple[RunStatus, ...] = FINAL_STATUSES
+
+
+def run_dir(workdir: str, variant: str, seed: int) -> str:
+    """Directory of one (variant, seed) run inside a sweep's workdir."""
+    return seed_dir(os.path.join(workdir, variant), seed)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """What a run directory says about one (variant, seed) run.
+
+    metrics: split -> metric -> value, from summary.json (empty without one).
+    failure: failure.json contents (returncode, stderr_tail, ...) or None.
+    """
+
+    variant: str
+    seed: int
+    path: str
+    status: RunStatus
+    step: int | None = None
+    metrics: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    num_params: int | None = None
+    tokens_per_sec: float | None = None
+    wall_time_s: float | None = None
+    error: str | None = None
+    failure: dict[str, Any] | None = None
+    git_commit: str | None = None
+
+    def metric(self, name: str) -> float | None:
+        """Value of "split/metric" (split before the first slash), or None if absent."""
+        split, _, key = name.partition("/")
+        value = self.metrics.get(split, {}).get(key)
+        return None if value is None else float(value)
+
+
+def read_run(workdir: str, variant: str, seed: int) -> RunRecord:
+    """Reads and classifies the run directory of (variant, seed)."""
+    path = run_dir(workdir, variant, seed)
+    if not os.path.isdir(path):
+        return RunRecord(variant, seed, path, "missing")
+    summary = read_summary(path)
+    failure = read_json(os.path.join(path, FAILURE_FILE))
+    config = read_config(path)
+    git_commit = config.get(GIT_COMMIT_KEY) if config is not None else None
+    if summary is not None and summary.status in DONE_STATUSES:
+        return RunRecord(
+            variant=variant,
+            seed=seed,
+            path=path,
+            status=summary.status,
+            step=summary.step,
+            metrics=summary.metrics,
+            num_params=summary.num_params,
+            tokens_per_sec=summary.tokens_per_sec,
+            wall_time_s=summary.wall_time_s,
+            error=summary.error,
+            failure=failure,
+            git_commit=git_commit,
+        )
+    status: RunStatus = "failed" if failure is not None else "incomplete"
+    error = failure.get("error") if isinstance(failure, dict) else None
+    return RunRecord(
+        variant, seed, path, status, failure=failure, error=error, git_commit=git_commit
+    )
+
+
+def read_curve(path: str, split: str, metric: str) -> tuple[list[int], list[float]]:
+    """(steps, values) of one metric of one split from a run's metrics.jsonl, in step order.
+
+    Non-finite values are kept (a diverging run's last loss is inf/NaN) so callers decide; lines
+    that do not parse (a run killed mid-write) are skipped. A step logged twice (a run resumed
+    from an earlier checkpoint) keeps its last value.
+    """
+    by_step: dict[int, float] = {}
+    try:
+        with open(os.path.join(path, METRICS_FILE)) as f:
+            for line in f:
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if event.get("split") != split or metric not in event or "step" not in event:
+                    continue
+                value = event[metric]
+                by_step[int(event["step"])] = math.nan if value is None else float(value)
+    except FileNotFoundError:
+        return [], []
+    steps = sorted(by_step)
+    return steps, [by_step[s] for s in steps]
+
+
+# Columns of runs.csv (report/tables.py runs_csv) before and after the metric columns.
+RUNS_CSV_LEADING = ("variant", "seed", "status", "step")
+RUNS_CSV_TRAILING = ("num_params", "tokens_per_sec", "wall_time_s", "git_commit", "error")
+
+
+def read_runs_csv(path: str, workdir: str) -> dict[tuple[str, int], RunRecord]:
+    """(variant, seed) -> RunRecord from a sweep's runs.csv, for a report without run directories.
+
+    A committed results/ folder holds the report and runs.csv, not the run directories; this
+    reads back what runs_csv wrote (every metric column, status, cost, commit, error), so the
+    report can be rebuilt, e.g. with a new analysis. Records point at WORKDIR/<variant>/seed_<s>
+    like read_run's, but nothing there is read: no learning curves, no failure details.
+    """
+    if not os.path.isfile(path):
+        raise ValueError(f"runs csv {path!r} does not exist")
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if (
+            header is None
+            or tuple(header[: len(RUNS_CSV_LEADING)]) != RUNS_CSV_LEADING
+            or tuple(header[-len(RUNS_CSV_TRAILING) :]) != RUNS_CSV_TRAILING
+        ):
+            raise ValueError(
+                f"{path!r} is not a sweep's runs.csv: its header must start with "
+                f"{','.join(RUNS_CSV_LEADING)} and end with {','.join(RUNS_CSV_TRAILING)}"
+            )
+        metric_names = header[len(RUNS_CSV_LEADING) : -len(RUNS_CSV_TRAILING)]
+        records: dict[tuple[str, int], RunRecord] = {}
+        for line, row in enumerate(reader, start=2):
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise ValueError(f"{path}:{line}: {len(row)} fields, the header has {len(header)}")
+            values = dict(zip(header, row, strict=True))
+            status = values["status"]
+            if status not in ("finished", "diverged", "failed", "incomplete", "missing"):
+                raise ValueError(f"{path}:{line}: unknown status {status!r}")
+            variant, seed = values["variant"], int(values["seed"])
+            metrics: dict[str, dict[str, float]] = {}
+            for name in metric_names:
+                if values[name] != "":
+                    split, _, key = name.partition("/")
+                    metrics.setdefault(split, {})[key] = float(values[name])
+
+            def number(key, kind=float, values=values):
+                return kind(values[key]) if values[key] != "" else None
+
+            if (variant, seed) in records:
+                raise ValueError(f"{path}:{line}: {variant} seed {seed} is listed twice")
+            records[(variant, seed)] = RunRecord(
+                variant=variant,
+                seed=seed,
+                path=run_dir(workdir, variant, seed),
+                status=status,
+                step=number("step", int),
+                metrics=metrics,
+                num_params=number("num_params", int),
+                tokens_per_sec=number("tokens_per_sec"),
+                wall_time_s=number("wall_time_s"),
+                error=values["error"] or None,
+                git_commit=values["git_commit"] or None,
+            )
+    return records
+
+
+def read_sweep_json(workdir: str) -> dict[str, Any]:
+    """WORKDIR/sweep.json; a ValueError naming the workdir if there is none."""
+    path = os.path.join(workdir, SWEEP_FILE)
+    if not os.path.isfile(path):
+        raise ValueError(
+            f"workdir {workdir!r} has no {SWEEP_FILE}: it is not a sweep directory (the runner "
+            "writes sweep.json when a sweep starts)"
+        )
+    with open(path) as f:
+        return json.load(f)
+
+
+def update_sweep_json(
+    workdir: str,
+    sweep: Mapping[str, Any],
+    sweep_file: str,
+    config_spec: str,
+    quick: bool,
+    main_module: str,
+    invocation: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Writes WORKDIR/sweep.json: the resolved sweep (`sweep`, a Sweep's to_dict()) plus the
+    history of launches, `invocation` appended to it (None: a report-only update).
+
+    Raises ValueError, writing nothing, if the workdir holds a sweep of another config spec."""
+    path = os.path.join(workdir, SWEEP_FILE)
+    previous: dict[str, Any] = {}
+    if os.path.isfile(path):
+        with open(path) as f:
+            previous = json.load(f)
+        if (previous.get("config_spec"), previous.get("config")) not in (
+            (None, None),
+            (config_spec, sweep["config"]),
+        ):
+            raise ValueError(
+                f"workdir {workdir} holds a sweep run with --config={previous['config_spec']}, "
+                f"not {config_spec} (--quick changes it); use a new --workdir"
+            )
+    resolved = {
+        "file": sweep_file,
+        **sweep,
+        "config_spec": config_spec,
+        "quick": quick,
+        "main_module": main_module,
+        # A report-only update (no invocation) keeps the directory the runs were launched from.
+        # Recorded relative to the repository when inside it ("." for its root): see commands.
+        "cwd": previous.get("cwd", launch_dir()) if invocation is None else launch_dir(),
+        "invocations": list(previous.get("invocations", [])),
+    }
+    if invocation is not None:
+        resolved["invocations"].append(dict(invocation))
+    os.makedirs(workdir, exist_ok=True)
+    write_json(path, resolved)
+    return resolved

@@ -1,0 +1,172 @@
+"""The training loop, written once: a solo run is a group of one.
+
+`train_runs(prepared, seeds, workdirs, make_program)` trains one run per (seed, workdir) pair.
+The device side is a `Program`: one train state stepped by the compiled train step (a solo
+run: train/trainer.py), or the seeds' states stacked and stepped by one vmapped step (a seed
+group: train/seed_group.py). The host side of each run, its directory, logging window,
+evaluations, checkpoints, early stopping and summary, is a `RunHost` (train/run_host.py).
+
+Order of events: everything is validated before this (train/trainer.py `prepare`); each run
+directory is created and locked before anything in it is read, then the resume is checked
+(tokenizer, config), the program built, and every run restored from its own latest checkpoint;
+then each step dispatches one step of every run still training, and each run logs, evaluates,
+checkpoints and ends on its own cadence. A run ends when it has trained `train.steps`, stops
+early (train/early_stop.py) or diverges; its lane of a group's program keeps computing, unread,
+while the others train. Runs restored at different steps (a group killed between its seeds'
+saves) each continue from their own step.
+
+Signals: SIGTERM/SIGINT checkpoint every run still training and return "stopped" summaries. The
+loop never runs more than MAX_STEPS_AHEAD steps ahead of the devices: JAX dispatch is
+asynchronous, and a loop that queued steps up to its next logging step would make a signal
+wait for all of them before the forced save. Blocking on the metrics of step t - k before
+dispatching step t + 1 keeps k steps in flight, enough to hide the host's per-step work, so a
+signal is honoured within about k step times plus one save at any log_every. In a
+multi-process run a signal to any process stops all of them at the same step
+(train/multihost.py).
+"""
+
+import collections
+import contextlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import jax
+
+from transformer_jax import run_dir
+from transformer_jax.train import multihost
+from transformer_jax.train.evaluators import EvalContext, build_evaluators
+from transformer_jax.train.parallel import make_parallel
+from transformer_jax.train.run_host import RunHost
+from transformer_jax.train.signals import StopOnSignal
+from transformer_jax.train.timing import Phases, breakdown_line
+
+MAX_STEPS_AHEAD = 2  # steps dispatched beyond the last one known finished; see the docstring
+
+
+class Program(Protocol):
+    """The device side of the runs of a loop, run i in lane i."""
+
+    num_params: int
+
+    def initial_states(self) -> list:
+        """Each run's initial state, placed as a solo run's: the restore targets."""
+
+    def start(self, states: Sequence) -> None:
+        """Puts each run's (restored or initial) state on the devices."""
+
+    def step(self, batches: Sequence) -> Any:
+        """Dispatches one train step of every lane on its batch; returns the device metrics."""
+
+    def lane(self, metrics, i: int) -> dict:
+        """Lane i of host (fetched) metrics."""
+
+    def state(self, i: int):
+        """Run i's train state, placed as a solo run's (for evaluation)."""
+
+    def host_state(self, i: int):
+        """Run i's train state as one logical copy (for checkpoints)."""
+
+    def opt_state(self, i: int):
+        """Run i's optimizer state (for the logged learning rate)."""
+
+
+def train_runs(
+    prepared,
+    seeds: Sequence[int],
+    workdirs: Sequence[Path],
+    make_program: Callable[[Any, Sequence[int], Phases], Program],
+    phases: Phases,
+    *,
+    raise_divergence: bool = False,
+) -> list[run_dir.RunSummary]:
+    """Trains `prepared` (train/trainer.py `prepare`) once per seed in its workdir; returns each
+    run's summary, in order: the one written to its summary.json, or a "stopped" one (not
+    written) when a signal stopped the loop. `make_program(parallel, seeds, phases)` builds the
+    device side. A checkpoint that cannot be saved raises CheckpointSaveError after writing the
+    run's "failed" summary; with `raise_divergence`, a diverged run raises its NonFiniteError
+    after writing its "diverged" summary (a group trains on without the seed)."""
+    train_cfg, info = prepared.train_cfg, prepared.dataset.info
+    parallel = make_parallel(train_cfg)  # Train state on the devices; see train/parallel.py.
+    shared = {}  # compiled evaluation functions the runs share
+    runs = []
+    for lane, (seed, workdir) in enumerate(zip(seeds, workdirs, strict=True)):
+        run = RunHost(
+            workdir=Path(workdir).expanduser(),
+            resolved={**prepared.resolved, "seed": seed},
+            train_iter=prepared.dataset.train_iterator(seed=seed, batch_size=prepared.batch_size),
+            train_cfg=train_cfg,
+            phases=phases,
+            lane=lane,
+            primary=multihost.is_primary(),  # see train/multihost.py
+        )
+        context = EvalContext(prepared, parallel, prepared.batch_size, run.workdir, phases, shared)
+        run.evaluators = build_evaluators(train_cfg.evaluators, context)
+        runs.append(run)
+
+    # Everything is validated: only now do the run directories change. What is opened is closed
+    # last to first when the loop returns or raises: each run's lock outlives its checkpointer's
+    # final wait.
+    with contextlib.ExitStack() as closing:
+        try:
+            for run in runs:
+                run.claim(closing)
+            for run in runs:
+                run.check_resume(info.tokenizer)
+        except ValueError:  # Another trainer holds a directory, or a resume is refused.
+            closing.close()
+            for run in runs:
+                run.unclaim()
+            raise
+        program = make_program(parallel, seeds, phases)
+        # The placed states' shardings are the restore targets, so a checkpoint written on any
+        # number of devices loads onto this run's devices.
+        initial = program.initial_states()
+        states = [
+            run.open(closing, state, info.tokenizer, program.num_params)
+            for run, state in zip(runs, initial, strict=True)
+        ]
+        del initial
+        program.start(states)
+        del states
+        groups = f" x {len(runs)} seeds" if len(runs) > 1 else ""
+        print(f"{prepared.model_config.family}: {program.num_params:,} parameters{groups}.")
+        for run in runs:
+            if run.done:  # Restored at its end: the final evaluation and summary.
+                run.finish(program)
+        summaries = _train(runs, program, phases)
+        diverged = [run.error for run in runs if run.error is not None]
+        if raise_divergence and diverged:
+            raise diverged[0]
+        if any(summary.status != "stopped" for summary in summaries):
+            print(breakdown_line(phases.breakdown()), flush=True)
+        return summaries
+
+
+def _train(runs: list[RunHost], program: Program, phases: Phases) -> list[run_dir.RunSummary]:
+    """Steps every run until each has ended, or a signal stops them all."""
+    in_flight = collections.deque()  # metrics of the dispatched steps not yet known finished
+    compiled = False
+    with StopOnSignal() as stop, phases("train"):
+        while active := [run for run in runs if run.ended is None]:
+            batches = [run.next_batch() for run in runs]
+            # The first call traces and compiles; its execution is asynchronous.
+            with contextlib.nullcontext() if compiled else phases("compile"):
+                metrics = program.step(batches)
+            compiled = True
+            in_flight.append(metrics)
+            if len(in_flight) > MAX_STEPS_AHEAD:
+                jax.block_until_ready(in_flight.popleft())
+            for run in active:
+                run.after_step(metrics, program)
+            # A signal may reach one process only (a preempted host): all stop together.
+            stopping = multihost.any_process(stop.stop_requested())
+            for run in active:
+                # The checkpointer saves when due (on logging steps); a signal forces it.
+                if run.ended is None and (run.logged or stopping):
+                    run.save(program, force=stopping)
+            if stopping:
+                at = sorted({str(run.step) for run in active})
+                print(f"Stopped by signal at step {', '.join(at)}; checkpoint saved.", flush=True)
+                return [run.stopped() for run in runs]
+    return [run.ended for run in runs]
