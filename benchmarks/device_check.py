@@ -33,12 +33,11 @@ from absl import app, flags
 
 from benchmarks import speed_configs
 from benchmarks.timing import JaxRunner, TorchRunner, run_rounds, synthetic_batches, typed_configs
-from transformer_jax import defaults
+from transformer_jax import defaults, environment
 from transformer_jax.aot.chips import Chip, local_chip, matmul_peak_flops
 from transformer_jax.aot.estimate import model_flops_per_token, roofline
 from transformer_jax.aot.shapes import planned_info
 from transformer_jax.config import TrainConfig
-from transformer_jax.report import environment
 from transformer_jax.train import host_memory
 from transformer_jax.train.trainer import resolve_model_config
 

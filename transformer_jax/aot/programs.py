@@ -21,10 +21,10 @@ from jax import ShapeDtypeStruct
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from transformer_jax import decoding
+from transformer_jax import fields as F
 from transformer_jax.aot import shapes
 from transformer_jax.aot.topology import Topology
 from transformer_jax.config import ModelConfig, TrainConfig
-from transformer_jax.config import fields as F
 from transformer_jax.data.info import DatasetInfo
 from transformer_jax.families import family_of
 from transformer_jax.models import build_model
