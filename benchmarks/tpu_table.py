@@ -120,8 +120,8 @@ def main(argv):
         + _batch_text()
         + " Step time and rate: roofline estimates at the "
         "shipped batch from XLA's counts and the chip's published figures "
-        "(transformer_jax/aot/chips.py): lower bounds on a real step; see "
-        "docs/accelerators.md for their measured error.",
+        "(transformer_jax/aot/chips.py): lower bounds on a real step (see "
+        "docs/accelerators.md).",
         "",
         "| config | slice | fits? | HBM GiB / chip | batch: shipped / largest | step | rate |",
         "| --- | --- | --- | --- | --- | --- | --- |",
