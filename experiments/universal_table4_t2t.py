@@ -69,13 +69,37 @@ own reading of the UTs, at random offsets redrawn per step, is
 on each run's final checkpoint (RUN/eval_positions/step_offset.json; a fresh draw per batch,
 reproducible per seed), and experiments/reports/table4.py reports both.
 
-Budget: see TRAIN_STEPS.
+Budget: at most 8 hours of a 2-core machine (--parallel=2) for copy and reverse, 3 variants x
+3 seeds. Not measured on an idle machine yet; estimated from CPU time per training step, measured
+under load (load average ~19 on 2 AMD EPYC cores), as a ratio to the project protocol's UT with
+offsets (d_model 64, 4 steps), whose idle wall time experiments/universal_table4.py gives (47
+minutes for 10,000 steps with 20 evaluations, ~0.28 s per step): the Transformer here costs 1.4
+times that UT per step (0.96 against 0.69 CPU-seconds), so ~0.35 s idle; the UT, with 16 block
+applications at d_model 128 per step against the Transformer's 4, ~4 times that, ~1.4 s; UT+ACT
+(at most 4 steps per stack) ~0.7 s; an evaluation ~15, 60 and 30 s. At TRAIN_STEPS = 3,000 a
+(task, seed) costs ~2.45 x 3,000 + 4 x 105 = ~7,800 run-seconds, the 6 of them ~13 run-hours,
+~6.5 hours at --parallel=2, inside the budget with room for the estimate's error. 3,000 steps
+stay inside tensor2tensor's 8,000-step warmup (peak rate 7.4e-4 at the last step, where
+tensor2tensor reaches 2.0 x 128^-0.5 x 8,000^-0.5 = 2.0e-3): the seed-0 runs of copy come first
+(`--seeds=0`), and a UT that has not learned the training lengths (test token accuracy below
+0.99) by then says the budget, not the recipe, decides its row. Each run's summary.json records
+its wall_time_s, the measured figure that replaces this estimate:
+
+  python -m transformer_jax.sweep --sweep=experiments/universal_table4_t2t.py \
+      --workdir=results/universal_table4_t2t/copy --parallel=2 --seed_groups=false
+  python -m transformer_jax.sweep --sweep=experiments/universal_table4_t2t_reverse.py \
+      --workdir=results/universal_table4_t2t/reverse --parallel=2 --seed_groups=false
+  for run in results/universal_table4_t2t/*/*/seed_*; do
+      python -m transformer_jax.analysis.reread_positions --workdir=$run \
+          --eval_positions=step_offset --splits=test_long
+  done
+  python -m experiments.reports.table4 --results=results/universal_table4_t2t
 """
 
 from transformer_jax.sweep import Sweep
 
-# The step budget. Placeholder until measured; see the docstring's Budget paragraph.
-TRAIN_STEPS = 10_000
+# The step budget that fits 8 hours of 2 cores for copy and reverse (the docstring's Budget).
+TRAIN_STEPS = 3_000
 MAX_LEN = 801  # a 401-token batch's offsets [0, 401) need positions up to 800
 
 RECIPE = {  # tensor2tensor's transformer_tiny recipe, for every variant

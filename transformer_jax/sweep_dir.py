@@ -167,15 +167,28 @@ def read_runs_csv(path: str, workdir: str) -> dict[tuple[str, int], RunRecord]:
             status = values["status"]
             if status not in ("finished", "diverged", "failed", "incomplete", "missing"):
                 raise ValueError(f"{path}:{line}: unknown status {status!r}")
-            variant, seed = values["variant"], int(values["seed"])
+
+            def number(key, kind=float, values=values, line=line):
+                """The field as `kind`, None when empty; a ValueError naming file, line, field."""
+                if values[key] == "":
+                    return None
+                try:
+                    return kind(values[key])
+                except ValueError:
+                    article = "an" if kind is int else "a"
+                    kind_name = {int: "integer", float: "number"}[kind]
+                    raise ValueError(
+                        f"{path}:{line}: {key}={values[key]!r} is not {article} {kind_name}"
+                    ) from None
+
+            variant, seed = values["variant"], number("seed", int)
+            if seed is None:
+                raise ValueError(f"{path}:{line}: seed is empty; every row names its seed")
             metrics: dict[str, dict[str, float]] = {}
             for name in metric_names:
                 if values[name] != "":
                     split, _, key = name.partition("/")
-                    metrics.setdefault(split, {})[key] = float(values[name])
-
-            def number(key, kind=float, values=values):
-                return kind(values[key]) if values[key] != "" else None
+                    metrics.setdefault(split, {})[key] = number(name)
 
             if (variant, seed) in records:
                 raise ValueError(f"{path}:{line}: {variant} seed {seed} is listed twice")
@@ -192,6 +205,12 @@ def read_runs_csv(path: str, workdir: str) -> dict[tuple[str, int], RunRecord]:
                 error=values["error"] or None,
                 git_commit=values["git_commit"] or None,
             )
+    if not records:
+        # Read as every run missing, it would overwrite a report with an empty one.
+        raise ValueError(
+            f"{path} lists no runs (a header and no rows); nothing was written: give the "
+            "runs.csv a sweep wrote"
+        )
     return records
 
 

@@ -232,3 +232,34 @@ def test_report_plots_accuracy_against_test_length_per_variant(tmp_path):
     # No variant with values at two lengths: no figure.
     rows = []
     assert not plots.plot_length_curve(rows, "seq_accuracy", {10: "x"}, str(tmp_path / "p.png"))
+
+
+def _report_files(workdir):
+    return {name: _read(workdir, name) for name in ("report.md", "results.csv", "runs.csv")}
+
+
+def test_a_runs_csv_with_only_its_header_is_refused_and_nothing_is_overwritten(sweep_dir):
+    """Read as "every run missing", it would replace the report with an empty one."""
+    write_report(sweep_dir)
+    before = _report_files(sweep_dir)
+    header_only = os.path.join(sweep_dir, "header_only.csv")
+    with open(header_only, "w") as f:
+        f.write(before["runs.csv"].splitlines()[0] + "\n")
+    with pytest.raises(ValueError, match=f"{header_only} lists no runs"):
+        write_report(sweep_dir, runs_csv=header_only)
+    assert _report_files(sweep_dir) == before
+
+
+@pytest.mark.parametrize(
+    ("column", "value"), [("seed", "one"), ("step", "10.5"), ("test/seq_accuracy", "high")]
+)
+def test_a_bad_number_in_a_runs_csv_names_file_line_and_field(sweep_dir, column, value):
+    write_report(sweep_dir)
+    path = os.path.join(sweep_dir, "edited.csv")
+    with open(os.path.join(sweep_dir, "runs.csv")) as f:
+        rows = list(csv.reader(f))
+    rows[3][rows[0].index(column)] = value  # line 4 of the file
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    with pytest.raises(ValueError, match=f"^{path}:4: {column}={value!r} is not an? "):
+        write_report(sweep_dir, runs_csv=path)

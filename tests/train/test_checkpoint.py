@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -12,7 +13,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 from transformer_jax.config import TrainConfig
-from transformer_jax.train.checkpoint import Checkpointer, CorruptCheckpointError
+from transformer_jax.train.checkpoint import CHECKSUMS_FILE, Checkpointer, CorruptCheckpointError
 from transformer_jax.train.optimizer import make_optimizer
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -121,9 +122,70 @@ def test_a_corrupt_checkpoint_names_itself_and_the_previous_one(tmp_path):
         with pytest.raises(CorruptCheckpointError) as info:
             reader.restore(jax.eval_shape(lambda: state))
         message = str(info.value)
-        assert f"checkpoint {tmp_path / 'checkpoints' / '2'} is unreadable" in message
+        assert f"checkpoint {tmp_path / 'checkpoints' / '2'} is damaged" in message
         assert "to use step 1, the previous one" in message
         _assert_identical(reader.restore(jax.eval_shape(lambda: state), step=1)[0], state)
+
+
+def _largest_file(directory):
+    files = [os.path.join(root, name) for root, _, names in os.walk(directory) for name in names]
+    return max(files, key=os.path.getsize)
+
+
+def test_flipped_bytes_are_refused_by_name(tmp_path):
+    """Flipped bytes in an array file would restore as other weights (tensorstore checks no
+    checksum of the data): the checksums recorded at the save catch them."""
+    state = _state(1)
+    with Checkpointer(tmp_path, every=1, keep=5) as ckpt:
+        ckpt.save(1, state)
+        ckpt.save(2, state)
+    damaged = _largest_file(tmp_path / "checkpoints" / "2" / "state")
+    data = bytearray(Path(damaged).read_bytes())
+    for k in range(0, len(data), max(1, len(data) // 64)):
+        data[k] ^= 0xFF
+    Path(damaged).write_bytes(bytes(data))
+    reader = Checkpointer(tmp_path, every=1, keep=5, read_only=True)
+    with reader, pytest.raises(CorruptCheckpointError) as info:
+        reader.restore(jax.eval_shape(lambda: state))
+    message = str(info.value)
+    assert f"checkpoint {tmp_path / 'checkpoints' / '2'} is damaged ({damaged}: " in message
+    assert "SHA-256 differs" in message and "train.restore_fallback=true" in message
+
+
+def test_fallback_restores_the_previous_checkpoint_only_when_asked(tmp_path, capsys):
+    before, after = _state(1), _state(2)
+    with Checkpointer(tmp_path, every=1, keep=5) as ckpt:
+        ckpt.save(1, before, {"pos": 1})
+        ckpt.save(2, after, {"pos": 2})
+    os.remove(_largest_file(tmp_path / "checkpoints" / "2" / "state"))
+    abstract = jax.eval_shape(lambda: before)
+    with Checkpointer(tmp_path, every=1, keep=5) as ckpt, pytest.raises(CorruptCheckpointError):
+        ckpt.restore(abstract)
+    assert (tmp_path / "checkpoints" / "2").is_dir()  # refused: nothing moved
+    with Checkpointer(tmp_path, every=1, keep=5, read_only=True, fallback=True) as reader:
+        restored, data_state = reader.restore(abstract)
+    _assert_identical(restored, before)
+    assert data_state == {"pos": 1} and "it is skipped" in capsys.readouterr().err
+    assert (tmp_path / "checkpoints" / "2").is_dir()  # a reader changes nothing
+    with Checkpointer(tmp_path, every=1, keep=5, fallback=True) as ckpt:
+        restored, _ = ckpt.restore(abstract)
+        assert ckpt.all_steps() == [1]
+        assert ckpt.save(2, after)  # the step trains again and saves again
+    _assert_identical(restored, before)
+    assert (tmp_path / "checkpoints_damaged" / "2").is_dir()
+    assert "moved to" in capsys.readouterr().err
+
+
+def test_a_damaged_loop_state_names_its_file(tmp_path):
+    """Even in a checkpoint without recorded checksums (written before they were)."""
+    with Checkpointer(tmp_path, every=1, keep=5) as ckpt:
+        ckpt.save(1, _state(1), loop_state={"rates": [1.0]})
+    step = tmp_path / "checkpoints" / "1"
+    (step / CHECKSUMS_FILE).unlink()
+    (step / "loop" / "metadata").write_text('{"rates": [1.0')
+    reader = Checkpointer(tmp_path, every=1, keep=5, read_only=True)
+    with reader, pytest.raises(CorruptCheckpointError, match=f"is damaged \\({step / 'loop'}: "):
+        reader.restore_loop_state(1)
 
 
 def test_bytes_and_none_data_states(tmp_path):

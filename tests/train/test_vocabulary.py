@@ -1,6 +1,7 @@
 """A run keeps its tokenizer: an edited corpus is refused on resume, never silently remapped, and
 a moved one does not stop the run from being sampled (the vocabulary is in the run directory)."""
 
+import re
 import shutil
 
 import jax
@@ -9,7 +10,7 @@ import pytest
 
 from transformer_jax import decoding, defaults
 from transformer_jax.data import tokenizers
-from transformer_jax.run_dir import TOKENIZER_FILE
+from transformer_jax.run_dir import TOKENIZER_FILE, TOKENIZER_MODEL_FILE
 from transformer_jax.train.restore import load_run
 from transformer_jax.train.trainer import train_and_evaluate
 
@@ -106,3 +107,57 @@ def test_a_sentencepiece_model_is_copied_into_the_run_and_compared(tmp_path):
     )
     with pytest.raises(ValueError, match=rf"{cached}.*differs from .*{TOKENIZER_FILE}"):
         tokenizers.check_stored_tokenizer(run, other)
+
+
+@pytest.fixture
+def sentencepiece_run(tmp_path):
+    """A run directory storing a SentencePiece model, and another valid model."""
+
+    def train(words, name):
+        lines = [" ".join(words * 3)] * 50
+        path = tmp_path / "data_dir" / name
+        return tokenizers.train_sentencepiece(lines, path, vocab_size=30, max_chars=5000)
+
+    run = tmp_path / "run"
+    run.mkdir()
+    tokenizers.write_tokenizer(train(["ein", "Hund", "a", "dog"], "spm.model"), run)
+    return run, train(["zwei", "Katzen", "two", "cats"], "other.model")
+
+
+def test_a_swapped_sentencepiece_model_is_refused_by_name(sentencepiece_run):
+    """Another valid model in place of the run's: its ids would mean other text."""
+    run, other = sentencepiece_run
+    (run / TOKENIZER_MODEL_FILE).write_bytes(other.model_proto)
+    message = f"{run / TOKENIZER_MODEL_FILE} is not the SentencePiece model the run trained with"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        tokenizers.read_tokenizer(run)
+
+
+def test_a_damaged_or_missing_sentencepiece_model_is_refused_by_name(sentencepiece_run):
+    run, _ = sentencepiece_run
+    model = run / TOKENIZER_MODEL_FILE
+    model.write_bytes(model.read_bytes()[:100])
+    with pytest.raises(ValueError, match=re.escape(f"{model} is not the SentencePiece model")):
+        tokenizers.read_tokenizer(run)
+    model.unlink()
+    with pytest.raises(ValueError, match=re.escape(f"{model}, the SentencePiece model ")):
+        tokenizers.read_tokenizer(run)
+
+
+def test_a_cut_short_tokenizer_file_is_an_error_not_an_absent_one(trained):
+    """Taken as absent, a resume would rebuild the vocabulary from the (maybe edited) corpus."""
+    config, _, workdir = trained
+    path = workdir / TOKENIZER_FILE
+    path.write_text(path.read_text()[:20])
+    with pytest.raises(ValueError, match=re.escape(f"{path} is damaged")):
+        tokenizers.read_tokenizer(workdir)
+    with pytest.raises(ValueError, match=re.escape(f"{path} is damaged")):
+        train_and_evaluate(config, str(workdir))
+
+
+def test_a_damaged_cached_model_names_the_file_and_the_fix(tmp_path):
+    cached = tmp_path / "spm.model"
+    cached.write_bytes(b"not a model")
+    with pytest.raises(ValueError, match=re.escape(f"{cached} cannot be read")) as error:
+        tokenizers.load_or_train_sentencepiece(cached, list, vocab_size=30, max_chars=10)
+    assert "delete it to have it trained again" in str(error.value)

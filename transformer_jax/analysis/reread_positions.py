@@ -26,8 +26,8 @@ from transformer_jax.commands import one_line_errors
 from transformer_jax.layers.positional import EVAL_POSITIONS
 from transformer_jax.models import build_model
 from transformer_jax.train import step as steps
+from transformer_jax.train.evaluators import sum_over_batches
 from transformer_jax.train.restore import load_run
-from transformer_jax.train.trainer import evaluate
 
 OUT_DIR = "eval_positions"
 
@@ -51,16 +51,19 @@ def reread(run, eval_positions: str, *, splits=None, draw_seed: int | None = Non
     unknown = sorted(set(splits) - set(info.eval_splits))
     if unknown:
         raise ValueError(f"--splits={unknown} are not evaluated; valid: {list(info.eval_splits)}")
-    eval_sets = {
-        split: run.dataset.eval_batches(
-            split,
-            batch_size=run.config.data.batch_size,
-            max_examples=run.config.train.eval_examples or None,
+    eval_fn = jax.jit(lambda s, b: steps.eval_step(s, b, model=model, diagnostics=False))
+    return {
+        split: sum_over_batches(
+            eval_fn,
+            state,
+            run.dataset.eval_batches(
+                split,
+                batch_size=run.config.data.batch_size,
+                max_examples=run.config.train.eval_examples or None,
+            ),
         )
         for split in splits
     }
-    eval_fn = jax.jit(lambda s, b: steps.eval_step(s, b, model=model, diagnostics=False))
-    return evaluate(dict.fromkeys(splits, eval_fn), state, eval_sets)
 
 
 def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:

@@ -37,6 +37,10 @@ class TrainConfig:
     eval_examples: int = 0  # examples per eval split; 0 = the whole split
     checkpoint_every: int = 500  # steps between checkpoints (a multiple of log_every)
     keep_checkpoints: int = 2  # newest checkpoints kept on disk
+    # A resume whose latest checkpoint is damaged (its bytes differ from the checksums recorded
+    # at its save) moves it to checkpoints_damaged/ and restores the one before; False refuses
+    # by name (train/checkpoint.py).
+    restore_fallback: bool = False
     diagnostics: bool = True  # attention entropy / max weight / logit std per layer at eval
     # seq2seq only (ignored otherwise): also greedy-decode every eval batch, the decoder reading
     # its own outputs, and log gen_seq_accuracy, the fraction of outputs equal to the target.
@@ -109,7 +113,7 @@ class TrainConfig:
                 f"train.early_stop_metric={self.early_stop_metric!r} must be '' (off) or "
                 "'split/metric', e.g. 'test/seq_accuracy'"
             )
-        for name in ("diagnostics", "generate_eval", "distributed", "bleu"):
+        for name in ("diagnostics", "generate_eval", "distributed", "bleu", "restore_fallback"):
             F.check_bool(f"train.{name}", getattr(self, name))
         splits = self.generate_eval_splits
         if not isinstance(splits, (tuple, list)) or not all(isinstance(x, str) for x in splits):

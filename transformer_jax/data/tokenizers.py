@@ -103,7 +103,13 @@ class SentencePieceTokenizer:
     def __init__(self, model_path: str | os.PathLike):
         self.model_path = str(model_path)
         self.source = self.model_path
-        self._sp = spm.SentencePieceProcessor(model_file=self.model_path)
+        try:
+            self._sp = spm.SentencePieceProcessor(model_file=self.model_path)
+        except RuntimeError as error:  # sentencepiece's for a missing or unparsable file
+            raise ValueError(
+                f"SentencePiece model {self.model_path} cannot be read ({error}); delete it to "
+                "have it trained again, or restore it from a copy"
+            ) from None
         got = (self._sp.pad_id(), self._sp.bos_id(), self._sp.eos_id())
         if got != (PAD_ID, BOS_ID, EOS_ID):
             raise ValueError(
@@ -206,13 +212,40 @@ def write_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> None:
 
 def read_tokenizer(directory: str | os.PathLike) -> Tokenizer | None:
     """The tokenizer stored by `write_tokenizer`, or None when the directory holds none (image
-    data, or a run written before runs stored their tokenizer)."""
-    spec = run_dir.read_json(os.path.join(directory, run_dir.TOKENIZER_FILE))
-    if spec is None:
+    data, or a run written before runs stored their tokenizer).
+
+    A stored tokenizer that cannot be read as written is a ValueError naming the file, never
+    taken as absent (a resume would rebuild it from a corpus that may have changed since): a
+    tokenizer.json cut short, a SentencePiece model missing, damaged or swapped for another
+    (its sha256 differs from the one tokenizer.json recorded).
+    """
+    path = os.path.join(directory, run_dir.TOKENIZER_FILE)
+    if not os.path.exists(path):
         return None
+    spec = run_dir.read_json(path)
+    if not isinstance(spec, dict) or spec.get("kind") not in ("char", "sentencepiece"):
+        raise ValueError(
+            f"{path} is damaged (not the JSON of a stored tokenizer); restore it from a copy "
+            "of the run, or train in a new --workdir"
+        )
     if spec["kind"] == "char":
         return CharTokenizer(spec["alphabet"], source=spec.get("source", "the alphabet"))
-    return SentencePieceTokenizer(os.path.join(directory, run_dir.TOKENIZER_MODEL_FILE))
+    model_path = os.path.join(directory, run_dir.TOKENIZER_MODEL_FILE)
+    try:
+        with open(model_path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+    except FileNotFoundError:
+        raise ValueError(
+            f"{model_path}, the SentencePiece model {path} stores, is missing; restore it from "
+            "a copy of the run"
+        ) from None
+    if "sha256" in spec and digest != spec["sha256"]:
+        raise ValueError(
+            f"{model_path} is not the SentencePiece model the run trained with: its sha256 "
+            f"{digest[:12]}... differs from {spec['sha256'][:12]}... recorded in {path}, so its "
+            "ids would mean other text; restore the run's own model from a copy"
+        )
+    return SentencePieceTokenizer(model_path)
 
 
 def check_stored_tokenizer(directory: str | os.PathLike, tokenizer: Tokenizer | None) -> bool:

@@ -218,9 +218,28 @@ class MetricsLogger:
         self._stream.flush()
 
     def _close_file(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        file, self._file = self._file, None
+        if file is not None:
+            file.close()
+
+    def _close_writer(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        file_writers = list((writer.all_writers or {}).values())
+        try:
+            writer.close()
+        except OSError:
+            # tensorboardX flushes again from an atexit hook of each file writer, which would
+            # fail with a traceback the same way: the events that could not be written are lost
+            # either way, so mark them closed.
+            for file_writer in file_writers:
+                file_writer.event_writer._closed = True
+            raise
+
+    def _close_tracking(self) -> None:
+        if self._tracking is not None:
+            self._tracking.close()
 
     def write_summary(self, summary: RunSummary) -> None:
         """Writes summary.json, then ends the run's HParams session and W&B run with it."""
@@ -231,13 +250,18 @@ class MetricsLogger:
             self._tracking.end(summary)
 
     def close(self) -> None:
-        """Flushes and closes metrics.jsonl, the TensorBoard writer and the run's tracking."""
-        self._close_file()
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        if self._tracking is not None:
-            self._tracking.close()
+        """Flushes and closes metrics.jsonl, the TensorBoard writer and the run's tracking, each
+        even if one before it fails. A failure to flush (a full disk) is raised, except while
+        another error is on its way out (closing in a `finally`): that one says what went wrong
+        first."""
+        errors = []
+        for close in (self._close_file, self._close_writer, self._close_tracking):
+            try:
+                close()
+            except OSError as error:
+                errors.append(error)
+        if errors and sys.exc_info()[1] is None:
+            raise errors[0]
         if self._line_open:
             self._stream.write("\n")
             self._stream.flush()

@@ -84,8 +84,9 @@ def train_runs(
     run's summary, in order: the one written to its summary.json, or a "stopped" one (not
     written) when a signal stopped the loop. `make_program(parallel, seeds, phases)` builds the
     device side. A checkpoint that cannot be saved raises CheckpointSaveError after writing the
-    run's "failed" summary; with `raise_divergence`, a diverged run raises its NonFiniteError
-    after writing its "diverged" summary (a group trains on without the seed)."""
+    "failed" summary of every run still training (so does another write that fails, with its
+    own error when no save failed); with `raise_divergence`, a diverged run raises its
+    NonFiniteError after writing its "diverged" summary (a group trains on without the seed)."""
     train_cfg, info = prepared.train_cfg, prepared.dataset.info
     parallel = make_parallel(train_cfg)  # Train state on the devices; see train/parallel.py.
     shared = {}  # compiled evaluation functions the runs share
@@ -131,16 +132,34 @@ def train_runs(
         del states
         groups = f" x {len(runs)} seeds" if len(runs) > 1 else ""
         print(f"{prepared.model_config.family}: {program.num_params:,} parameters{groups}.")
-        for run in runs:
-            if run.done:  # Restored at its end: the final evaluation and summary.
-                run.finish(program)
-        summaries = _train(runs, program, phases)
+        try:
+            for run in runs:
+                if run.done:  # Restored at its end: the final evaluation and summary.
+                    run.finish(program)
+            summaries = _train(runs, program, phases)
+        except OSError as error:  # A save that failed, or another write on the same full disk.
+            cause = _failed(runs, error)
+            if cause is error:
+                raise
+            raise cause from error
         diverged = [run.error for run in runs if run.error is not None]
         if raise_divergence and diverged:
             raise diverged[0]
         if any(summary.status != "stopped" for summary in summaries):
             print(breakdown_line(phases.breakdown()), flush=True)
         return summaries
+
+
+def _failed(runs: list[RunHost], error: OSError) -> OSError:
+    """What a write that failed is reported as: the failed save of a run if there is one (on a
+    full disk another write, metrics or a summary, may fail first), after every run still
+    training ends "failed" with it."""
+    saves = [run.checkpointer.failed_save() for run in runs if run.checkpointer is not None]
+    cause = next((failed for failed in saves if failed is not None), error)
+    for run in runs:
+        if run.ended is None:
+            run.fail(cause)
+    return cause
 
 
 def _train(runs: list[RunHost], program: Program, phases: Phases) -> list[run_dir.RunSummary]:

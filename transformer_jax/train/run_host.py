@@ -125,7 +125,13 @@ class RunHost:
         records the accepted changes (a resume), and the tokenizer."""
         train_cfg, self.num_params = self.train_cfg, num_params
         every, keep = train_cfg.checkpoint_every, train_cfg.keep_checkpoints
-        checkpointer = Checkpointer(self.workdir, every=every, keep=keep)
+        checkpointer = Checkpointer(
+            self.workdir,
+            every=every,
+            keep=keep,
+            fallback=train_cfg.restore_fallback,
+            primary=self.primary,
+        )
         self.checkpointer = closing.enter_context(checkpointer)
         self.logger = closing.enter_context(
             MetricsLogger(
@@ -267,9 +273,14 @@ class RunHost:
                 if force:
                     self.checkpointer.wait_until_finished()
         except CheckpointSaveError as error:
-            with contextlib.suppress(OSError):  # The full disk may not take the summary either.
-                self._end(self._outcome("failed", error=str(error)))
+            self.fail(error)
             raise
+
+    def fail(self, error: OSError) -> None:
+        """Ends the run "failed" with `error` (a save or another write that could not be made),
+        writing its summary if the disk takes it."""
+        with contextlib.suppress(OSError):  # The full disk may not take the summary either.
+            self._end(self._outcome("failed", error=str(error)))
 
     def finish(self, program) -> None:
         """The end of the run (all its steps, or an early stop): the last checkpoint, on disk
