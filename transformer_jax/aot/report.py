@@ -58,7 +58,7 @@ def header(plan: Plan, path: str) -> list[str]:
     return [
         f"{path} on {topology.name}: {topology.num_chips} x {topology.devices[0].device_kind} "
         f"({chip.name}: {chip.peak_flops / 1e12:,.3g} TFLOP/s, {gib(chip.hbm_bytes)} GiB "
-        f"HBM, {chip.hbm_bandwidth / 1e9:,.0f} GB/s per chip; {chip.source})",
+        f"HBM, {chip.hbm_bandwidth / 1e9:,.4g} GB/s per chip; {chip.source})",
         f"{cfg.family}, {cfg.dtype}, scan_layers={cfg.scan_layers}, remat={cfg.remat}; "
         f"batch {plan.batch_size} ({plan.batch_size // topology.num_chips} per chip), "
         f"grad_accum_steps={train.grad_accum_steps}; {layout}",
