@@ -1,14 +1,15 @@
 """Timing pieces shared by the benchmarks: the trainer's step compiled ahead of time, interleaved
-rounds of steps, synthetic batches, model FLOPs and a measured matmul peak."""
+rounds of steps and synthetic batches. Model FLOPs and the measured matmul peak live with the
+estimates that also use them (transformer_jax/aot)."""
 
 import resource
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from transformer_jax.config import ModelConfig, TrainConfig
+from transformer_jax.families import FAMILIES
 from transformer_jax.models import build_model
 from transformer_jax.train import step as steps
 from transformer_jax.train.optimizer import make_optimizer
@@ -20,40 +21,6 @@ def typed_configs(config) -> tuple[ModelConfig, TrainConfig]:
     return ModelConfig.from_dict(config.model.to_dict()), TrainConfig.from_dict(
         config.train.to_dict()
     )
-
-
-def model_flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
-    """Training FLOPs per token of a decoder-only model: 6 N + 12 L T (N_heads H).
-
-    N counts the weights of every matrix multiply (attention projections, feed-forward, output
-    layer; not the embedding lookup, biases or norms); 6 = 2 (multiply-add) x 3 (forward, and a
-    backward twice as costly). 12 L T N_heads H is attention's QK^T and AV over the whole T x T
-    square, the PaLM paper's convention (appendix B), which ignores that causal masking could
-    skip half of it.
-    """
-    if cfg.family != "decoder_only":
-        raise ValueError(f"model.family={cfg.family!r}: FLOPs are counted for decoder_only only")
-    attention, ffn = cfg.attention, cfg.ffn
-    inner, kv_inner = attention.num_heads * cfg.head_dim, attention.kv_heads * cfg.head_dim
-    ffn_matrices = 3 if ffn.activation == "swiglu" else 2
-    per_layer = cfg.d_model * (2 * inner + 2 * kv_inner) + ffn_matrices * cfg.d_model * ffn.d_ff
-    matmul_weights = cfg.num_decoder_layers * per_layer + cfg.d_model * cfg.vocab_size
-    attention = 12 * cfg.num_decoder_layers * seq_len * inner
-    return 6 * matmul_weights + attention
-
-
-def matmul_peak_flops(size: int, dtype) -> float:
-    """FLOP/s of the best of several (size x size) @ (size x size) products on the device."""
-    keys = jax.random.split(jax.random.key(0))
-    a, b = (jax.random.normal(k, (size, size), dtype) for k in keys)
-    matmul = jax.jit(jnp.matmul)
-    matmul(a, b).block_until_ready()
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        matmul(a, b).block_until_ready()
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best
 
 
 def synthetic_batches(cfg: ModelConfig, batch_size: int, seq_len: int, count: int):
@@ -111,6 +78,57 @@ class JaxRunner:
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # KiB on Linux.
         lines.append(f"process peak resident memory: {peak_rss:,.0f} MiB")
         return lines
+
+
+class TorchRunner:
+    """The same model in PyTorch, starting from the JAX runner's weights: eager, or with
+    `compiled` its forward pass through `torch.compile` (the backward follows it)."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        train_config: TrainConfig,
+        jax_runner: JaxRunner,
+        batch,
+        compiled: bool = False,
+    ):
+        import torch
+
+        from benchmarks import torch_reference
+
+        self.torch = torch
+        self.device = "cuda" if jax.devices()[0].platform == "gpu" else "cpu"
+        self.model = torch_reference.DecoderOnly(cfg)
+        torch_reference.load_jax_params(self.model, jax.device_get(jax_runner.state.params))
+        self.model.to(self.device)
+        self.max_logit_difference = self._compare_logits(jax_runner, batch)
+        self.model.train()
+        optimizer = torch_reference.make_optimizer(self.model, train_config)
+        forward = torch.compile(self.model) if compiled else self.model
+        self.train_step = torch_reference.make_train_step(forward, optimizer, train_config)
+        self.autocast = cfg.dtype == "bfloat16"
+
+    def _compare_logits(self, jax_runner: JaxRunner, batch) -> float:
+        """Largest |logit difference| of the two models on one batch, without dropout."""
+        params = {"params": jax_runner.state.params}
+        args, kwargs = FAMILIES["decoder_only"].inputs(batch)
+        expected = np.asarray(jax_runner.model.apply(params, *args, **kwargs), np.float32)
+        self.model.eval()
+        with self.torch.no_grad():
+            got = self.model(self._tensor(args[0])).float().cpu().numpy()
+        return float(np.max(np.abs(got - expected)))
+
+    def _tensor(self, array):
+        return self.torch.from_numpy(np.asarray(array)).long().to(self.device)
+
+    def step(self, batch) -> float:
+        start = time.perf_counter()
+        args, _ = FAMILIES["decoder_only"].inputs(batch)
+        inputs, targets = self._tensor(args[0]), self._tensor(batch["targets"])
+        with self.torch.autocast(self.device, self.torch.bfloat16, enabled=self.autocast):
+            loss = self.train_step(inputs, targets)
+        loss.item()  # Waits for the step, as block_until_ready does.
+        return time.perf_counter() - start
 
 
 def run_rounds(runners: dict, batches, warmup: int, timed: int, round_steps: int) -> dict:

@@ -43,14 +43,13 @@ from ml_collections import config_flags
 
 from benchmarks.timing import (
     JaxRunner,
-    matmul_peak_flops,
-    model_flops_per_token,
+    TorchRunner,
     run_rounds,
     synthetic_batches,
     typed_configs,
 )
-from transformer_jax.config import ModelConfig, TrainConfig
-from transformer_jax.families import FAMILIES
+from transformer_jax.aot.chips import matmul_peak_flops
+from transformer_jax.aot.estimate import model_flops_per_token
 from transformer_jax.train import host_memory
 from transformer_jax.train import step as steps
 
@@ -65,48 +64,6 @@ _END_TO_END_STEPS = flags.DEFINE_integer(
 _PEAK_SIZE = flags.DEFINE_integer(
     "peak_size", 0, "Matrix size for the matmul peak; 0 = 2048 on CPU, 8192 on accelerators."
 )
-
-
-class TorchRunner:
-    """The same model in PyTorch eager, starting from the JAX runner's weights."""
-
-    def __init__(self, cfg: ModelConfig, train_config: TrainConfig, jax_runner: JaxRunner, batch):
-        import torch
-
-        from benchmarks import torch_reference
-
-        self.torch = torch
-        self.device = "cuda" if jax.devices()[0].platform == "gpu" else "cpu"
-        self.model = torch_reference.DecoderOnly(cfg)
-        torch_reference.load_jax_params(self.model, jax.device_get(jax_runner.state.params))
-        self.model.to(self.device)
-        self.max_logit_difference = self._compare_logits(jax_runner, batch)
-        self.model.train()
-        optimizer = torch_reference.make_optimizer(self.model, train_config)
-        self.train_step = torch_reference.make_train_step(self.model, optimizer, train_config)
-        self.autocast = cfg.dtype == "bfloat16"
-
-    def _compare_logits(self, jax_runner: JaxRunner, batch) -> float:
-        """Largest |logit difference| of the two models on one batch, without dropout."""
-        params = {"params": jax_runner.state.params}
-        args, kwargs = FAMILIES["decoder_only"].inputs(batch)
-        expected = np.asarray(jax_runner.model.apply(params, *args, **kwargs), np.float32)
-        self.model.eval()
-        with self.torch.no_grad():
-            got = self.model(self._tensor(args[0])).float().cpu().numpy()
-        return float(np.max(np.abs(got - expected)))
-
-    def _tensor(self, array):
-        return self.torch.from_numpy(np.asarray(array)).long().to(self.device)
-
-    def step(self, batch) -> float:
-        start = time.perf_counter()
-        args, _ = FAMILIES["decoder_only"].inputs(batch)
-        inputs, targets = self._tensor(args[0]), self._tensor(batch["targets"])
-        with self.torch.autocast(self.device, self.torch.bfloat16, enabled=self.autocast):
-            loss = self.train_step(inputs, targets)
-        loss.item()  # Waits for the step, as block_until_ready does.
-        return time.perf_counter() - start
 
 
 def trainer_command(config, cfg, train_config, steps: int, workdir: str) -> list[str]:

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from benchmarks import speed_configs
-from benchmarks.timing import JaxRunner, model_flops_per_token, synthetic_batches, typed_configs
+from benchmarks.timing import JaxRunner, synthetic_batches, typed_configs
+from transformer_jax.aot.estimate import model_flops_per_token
 from transformer_jax.config import ModelConfig
 from transformer_jax.models import build_model, family_of
 from transformer_jax.train import host_memory

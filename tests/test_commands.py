@@ -29,6 +29,21 @@ def _run(module: str, *flags: str) -> subprocess.CompletedProcess:
             ["--config=configs/algorithmic.py:copy", "--config.data.batch_size=0"],
             "main: error: data.batch_size=0 must be an integer >= 1",
         ),
+        (
+            "transformer_jax.main",
+            ["--config=configs/algorithmic.py:copy", "--config.model.nonexistent=3"],
+            "main: error: --config.model.nonexistent: the config has no such field",
+        ),
+        (
+            "transformer_jax.main",
+            ["--config=configs/algorithmic.py:copy", "--config.train.steps=abc"],
+            "main: error: flag --config.train.steps=abc: invalid literal for int()",
+        ),
+        (
+            "transformer_jax.main",
+            ["--config=configs/algorithmic.py:nosuch"],
+            "main: error: config argument 'nosuch' is not valid; valid: one of",
+        ),
         ("transformer_jax.generate", ["--input=0 1"], "generate: error: --workdir="),
         (
             "transformer_jax.analysis.attention_maps",

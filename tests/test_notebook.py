@@ -67,5 +67,6 @@ def test_colab_notebook_runs_a_sweep_on_cpu(tmp_path):
     nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3").execute(cwd=str(REPO))
     outputs = json.dumps([c.get("outputs", []) for c in notebook.cells])
     assert "(CPU)" in outputs
+    assert "train: compiled" in outputs and "roofline" in outputs  # the estimate cell
     assert (tmp_path / "sweep" / "report.md").exists()
     assert "text/markdown" in outputs and "image/png" in outputs

@@ -1,6 +1,10 @@
 """What every command line does with an error: one clean line for the user's, a traceback for ours;
 and how a command line is recorded (`recorded_command`).
 
+Flags are parsed before `main` runs: `app.run(main, flags_parser=parse_flags("main"))` turns a
+flag absl or ml_collections refuses (an unknown `--config.` field, a value of the wrong type, a
+config argument the config file rejects) into the same one line and exit status.
+
 A ValueError (bad config, flag, input or checkpoint: the message names the field and the fix) or
 an OSError (a bad path, a full disk) prints `<command>: error: <message>` on stderr and exits
 with USER_ERROR_EXIT_CODE; anything else is a bug and keeps its traceback. The sweep command
@@ -77,3 +81,51 @@ def one_line_errors(name: str) -> Callable:
         return wrapped
 
     return decorate
+
+
+def parse_flags(name: str) -> Callable[[list[str]], list[str]]:
+    """An absl `flags_parser` for `app.run`: parses argv like absl, but a refused flag prints
+    `<name>: error: <message>` (the flag, its value and why) and exits USER_ERROR_EXIT_CODE
+    instead of absl's "FATAL Flags parsing error" (exit 1) or a traceback."""
+    from absl import flags
+
+    def parse(argv: list[str]) -> list[str]:
+        try:
+            return flags.FLAGS(argv)
+        except flags.UnrecognizedFlagError as error:
+            message = f"--{error.flagname} is not a flag"
+            if error.flagname.startswith("config."):
+                message = f"--{error.flagname}: {_unknown_field(error.flagname)}"
+        except flags.Error as error:
+            # A config file's own ValueError comes inside absl's message with its traceback:
+            # its last line is what the user needs.
+            lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+            message = lines[-1].removeprefix("ValueError: ") if lines else type(error).__name__
+        except (AttributeError, KeyError) as error:  # ml_collections: an override of no field
+            bad = next((a for a in argv if a.startswith("--config.")), "--config")
+            message = f"{bad.split('=', 1)[0]}: {_unknown_field(bad[2:].split('=', 1)[0])}"
+            del error
+        print(f"{name}: error: {message}", file=sys.stderr)
+        sys.exit(USER_ERROR_EXIT_CODE)
+
+    return parse
+
+
+def _unknown_field(dotted: str) -> str:
+    """Why `config.a.b` is not a field: the part that does not exist and what does there."""
+    from absl import flags
+
+    try:
+        node = flags.FLAGS["config"].value
+    except (KeyError, AttributeError):
+        node = None
+    path = dotted.split(".")[1:]
+    for depth, part in enumerate(path):
+        keys = list(node.keys()) if hasattr(node, "keys") else None
+        if keys is None:
+            break
+        if part not in keys:
+            where = ".".join(["config", *path[:depth]])
+            return f"{where} has no field {part!r}; its fields: {', '.join(sorted(keys))}"
+        node = node[part]
+    return "the config has no such field; check its spelling against the config file"

@@ -14,7 +14,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from transformer_jax.commands import one_line_errors
+from transformer_jax.commands import one_line_errors, parse_flags
 from transformer_jax.run_dir import DIVERGED_EXIT_CODE, STOPPED_EXIT_CODE
 from transformer_jax.train.numerics import NonFiniteError
 from transformer_jax.train.seed_group import train_seed_group
@@ -77,4 +77,4 @@ def _exit_with(summaries) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("main"))

@@ -220,6 +220,25 @@ def lock_run(workdir: str | os.PathLike) -> TextIO:
     return lock
 
 
+def lock_holder(workdir: str | os.PathLike) -> int | None:
+    """The pid of the live process that holds the run's lock (`lock_run`), or None: read from
+    Linux's /proc/locks (never by trying the lock, which could refuse a trainer starting at that
+    moment); None where /proc/locks does not exist."""
+    path = os.path.join(workdir, LOCK_FILE)
+    try:
+        inode = os.stat(path).st_ino
+        with open("/proc/locks") as f:
+            table = f.read().splitlines()
+    except OSError:
+        return None
+    for line in table:
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (pid, major:minor:inode)
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].endswith(f":{inode}"):
+            return int(fields[4])
+    return None
+
+
 def write_summary(workdir: str | os.PathLike, summary: RunSummary) -> None:
     write_json(os.path.join(workdir, SUMMARY_FILE), summary.to_json())
 

@@ -168,3 +168,17 @@ def test_bad_fields_are_named(tmp_path, field, value, message):
 def test_text_pairs_need_a_translation_dataset(tmp_path):
     with pytest.raises(ValueError, match=r"data.name='copy' is invalid; valid: a translation"):
         load_dataset(small_config("copy", tmp_path)).text_pairs("test")
+
+
+@pytest.mark.parametrize("damage", ["cut short", "not gzip", "not utf-8"])
+def test_a_damaged_raw_file_is_named(tmp_path, damage):
+    path = tmp_path / "train.de.gz"
+    good = gzip.compress("ein Hund läuft\n".encode() * 200)
+    content = {
+        "cut short": good[: len(good) // 2],
+        "not gzip": b"<html>rate limited</html>",
+        "not utf-8": gzip.compress(b"ein Hund l\xe4uft\n"),
+    }[damage]
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=f"Multi30k file {path} is damaged"):
+        multi30k.read_lines(path)

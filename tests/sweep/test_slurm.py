@@ -19,6 +19,7 @@ import time
 import pytest
 import submitit
 
+from transformer_jax import sweep_dir
 from transformer_jax.run_dir import STOPPED_EXIT_CODE
 from transformer_jax.sweep import load_sweep, slurm
 
@@ -158,12 +159,10 @@ def test_cli_submits_reports_status_and_retries_a_failure(launch_project):
     cmd = [sys.executable, "-m", "transformer_jax.sweep", f"--sweep={SWEEP_FILE}"]
     cmd += ["--workdir=out", "--main_module=launch_main", "--variants=base,flaky", "--seeds=0"]
     cmd += ["--launcher=submitit_local"]
-    # The local executor's job controllers outlive the command and inherit its stdout: a file,
-    # not a pipe, so the command is not waited on until they end.
-    with open(launch_project / "submit.log", "w+") as log:
-        done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=120)
-        log.seek(0)
-        output = log.read()
+    # The local executor's job controllers outlive the command: they must not inherit its
+    # output, or a pipe (as here) stays open and the command is not done until its jobs are.
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "base/seed_0" in output and "--status shows progress" in output
     first = {run: job(workdir, run) for run in ("base/seed_0", "flaky/seed_0")}
@@ -526,3 +525,29 @@ def _children(pid):
 def _cmdline(pid):
     with open(f"/proc/{pid}/cmdline", "rb") as f:
         return f.read()
+
+
+def test_a_run_whose_trainer_outlived_its_job_is_running_not_resubmitted(tmp_path):
+    """Its job controller killed, the trainer trains on: holding the run's lock, it is seen."""
+    run = tmp_path / "run"
+    run.mkdir()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from transformer_jax import run_dir; "
+            f"lock = run_dir.lock_run({str(run)!r}); print('locked', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        record = sweep_dir.RunRecord("v", 0, str(run), "incomplete")
+        state, detail = slurm.run_state(record, {"job_id": "41"}, "ENDED")
+        assert state == "running" and f"process {holder.pid} still trains it" in detail
+        assert "job 41 ended ENDED" in detail
+    finally:
+        holder.kill()
+        holder.wait()
+    assert slurm.run_state(record, {"job_id": "41"}, "ENDED")[0] == "interrupted"

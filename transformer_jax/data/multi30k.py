@@ -16,6 +16,7 @@ their content, so they never share a cache directory with the real data.
 import dataclasses
 import gzip
 import hashlib
+import zlib
 from pathlib import Path
 
 import tensorflow_datasets as tfds
@@ -154,6 +155,13 @@ def make_builder(
 
 
 def read_lines(path) -> list[str]:
-    """The lines of a gzipped UTF-8 text file, without their line endings."""
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return f.read().splitlines()
+    """The lines of a gzipped UTF-8 text file, without their line endings; a ValueError naming
+    the file when it is cut short, not gzip or not UTF-8."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return f.read().splitlines()
+    except (EOFError, gzip.BadGzipFile, zlib.error, UnicodeDecodeError) as error:
+        raise ValueError(
+            f"Multi30k file {path} is damaged ({type(error).__name__}: {error}); download it "
+            f"again from {URL} or put a good copy in data.manual_dir"
+        ) from None

@@ -31,6 +31,7 @@ runner of runner.py.
 """
 
 import collections
+import contextlib
 import dataclasses
 import importlib.util
 import math
@@ -49,7 +50,7 @@ import submitit
 from absl import logging
 from submitit.slurm.slurm import SlurmInfoWatcher
 
-from transformer_jax import sweep_dir
+from transformer_jax import run_dir, sweep_dir
 from transformer_jax.run_dir import JOB_FILE, lock_run, read_json, write_json
 from transformer_jax.sweep import launcher as launcher_lib
 from transformer_jax.sweep import runner
@@ -469,6 +470,13 @@ def run_state(
             f"the scheduler has no record of job {job_id} (yet): not resubmitted; if it is gone, "
             f"delete {os.path.join(record.path, JOB_FILE)} to resubmit the run"
         )
+    holder = run_dir.lock_holder(record.path)
+    if holder is not None:  # e.g. a job controller killed while its trainer trains on
+        ended = f"job {job_id} ended {scheduler}, but " if job else ""
+        return "running", (
+            f"{ended}process {holder} still trains it (it holds {run_dir.LOCK_FILE}): not "
+            "resubmitted until it ends; stop it to resubmit now"
+        )
     if record.status == "failed":
         return "failed", record.error or "failure.json"
     if job and scheduler in _SLURM_FAILED:
@@ -477,6 +485,29 @@ def run_state(
         ended = f"job {job_id} ended {scheduler}; " if job else ""
         return "interrupted", f"{ended}resumes from its last checkpoint when resubmitted"
     return "pending", "not submitted"
+
+
+@contextlib.contextmanager
+def _detached_output(launcher: str):
+    """While submitit_local starts its job controllers, points this process's stdout and stderr
+    at /dev/null: the controllers outlive the command and inherit them (their jobs log to the
+    job folder), and a command whose output is piped would otherwise not end before its jobs."""
+    if LAUNCHERS[launcher].cluster != "local":
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, devnull):
+            os.close(fd)
 
 
 def job_log(job: Mapping[str, Any]) -> str:
@@ -614,7 +645,7 @@ def submit_sweep(
             cwd = os.getcwd()
             units = runner.launches(sweep, workdir, todo, config_spec, main_module, seed_groups)
             env = runner.compile_cache_env(workdir) if compile_cache else {}
-            with executor.batch():
+            with _detached_output(launcher), executor.batch():
                 jobs = [executor.submit(TrainJob(workdir, unit, cwd, env)) for unit in units]
             submitted = launcher_lib.now()
             for unit, job in zip(units, jobs, strict=True):

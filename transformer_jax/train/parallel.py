@@ -128,17 +128,25 @@ class Parallel:
 
     place_state: single-device state -> state on the devices (sharded or replicated).
     host_state: state on the devices -> one logical copy (for eval, checkpoints, logging).
+    jit_train: the step as the jax.jit/jax.pmap object that compile_train runs, before any
+      placement: what transformer_jax.aot lowers for a TPU slice with abstract arguments.
     compile_train: (state, batch) -> (state, metrics) step for this layout; takes host batches.
     wrap_eval: an eval function of (state, batch) for host batches and placed state.
+
+    `devices` (pmap only) are the devices to replicate over: this host's by default, or the
+    compile-only devices of a TPU topology (transformer_jax/aot).
     """
 
     kind: str
     mesh: Mesh | None
+    devices: tuple | None = None
 
     @property
     def num_devices(self) -> int:
         """Devices one step runs on (all of them under pmap)."""
-        return jax.device_count() if self.kind == "pmap" else self.mesh.devices.size
+        if self.kind == "pmap":
+            return len(self.devices) if self.devices is not None else jax.device_count()
+        return self.mesh.devices.size
 
     def place_state(self, state):
         if self.kind == "pmap":  # One copy per local device, laid out as pmap outputs are.
@@ -159,34 +167,43 @@ class Parallel:
         if self.kind == "pmap":
             n = jax.local_device_count()
             return jax.tree.map(lambda x: x.reshape(n, x.shape[0] // n, *x.shape[1:]), local)
-        sharding = NamedSharding(self.mesh, PartitionSpec((DATA, FSDP)))
+        sharding = self.batch_sharding()
         return jax.tree.map(
             lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), local
         )
 
-    def compile_train(self, train_step: Callable, state) -> Callable:
-        """`train_step(state, batch, axis_name=...)` compiled for this layout, donating state."""
+    def jit_train(self, train_step: Callable, state) -> Callable:
+        """`train_step(state, batch, axis_name=...)` under jax.jit with this layout's shardings
+        (or jax.pmap over the devices), donating state; `state` may be abstract."""
         if self.kind == "pmap":
-            step = jax.pmap(
+            return jax.pmap(
                 lambda s, b: train_step(s, b, axis_name=PMAP_AXIS),
                 axis_name=PMAP_AXIS,
                 donate_argnums=0,
+                devices=self.devices,
             )
+        shardings = state_shardings(self.mesh, state)
+        return jax.jit(
+            train_step,
+            in_shardings=(shardings, self.batch_sharding()),
+            out_shardings=(shardings, NamedSharding(self.mesh, PartitionSpec())),
+            donate_argnums=0,
+        )
+
+    def batch_sharding(self) -> NamedSharding:
+        """Batch rows split over every device of the mesh (jit)."""
+        return NamedSharding(self.mesh, PartitionSpec((DATA, FSDP)))
+
+    def compile_train(self, train_step: Callable, state) -> Callable:
+        """`train_step(state, batch, axis_name=...)` compiled for this layout, donating state."""
+        step = self.jit_train(train_step, state)
+        if self.kind == "pmap":
 
             def pmapped(state, batch):
                 state, metrics = step(state, self.place_batch(batch))
                 return state, jax.tree.map(lambda x: x[0], metrics)  # identical on every device
 
             return pmapped
-        shardings = state_shardings(self.mesh, state)
-        replicated = NamedSharding(self.mesh, PartitionSpec())
-        batch_sharding = NamedSharding(self.mesh, PartitionSpec((DATA, FSDP)))
-        step = jax.jit(
-            train_step,
-            in_shardings=(shardings, batch_sharding),
-            out_shardings=(shardings, replicated),
-            donate_argnums=0,
-        )
         return lambda state, batch: step(state, self.place_batch(batch))
 
     def wrap_eval(self, eval_fn: Callable) -> Callable:
@@ -195,7 +212,10 @@ class Parallel:
         return lambda state, batch: eval_fn(state, self.place_batch(batch))
 
 
-def make_parallel(train: TrainConfig) -> Parallel:
-    """The layout of `config.train` (validated by `check_parallel_config`)."""
+def make_parallel(train: TrainConfig, devices=None) -> Parallel:
+    """The layout of `config.train` (validated by `check_parallel_config`) over `devices`
+    (default: every device of the run; transformer_jax.aot passes a TPU topology's)."""
     kind = train.parallelism
-    return Parallel(kind, make_mesh(train.fsdp) if kind == "jit" else None)
+    if kind == "jit":
+        return Parallel(kind, make_mesh(train.fsdp, devices))
+    return Parallel(kind, None, None if devices is None else tuple(devices))

@@ -1,0 +1,168 @@
+"""Ahead-of-time compilation for TPU slices: the run's programs compile with the TPU compiler,
+their memory is real and below the chip's, their FLOPs are the model's, and a run that cannot
+fit says so in one line."""
+
+import functools
+import subprocess
+import sys
+
+import pytest
+
+from transformer_jax import defaults
+from transformer_jax.aot import fit as fit_module
+from transformer_jax.aot.chips import TPU_CHIPS
+from transformer_jax.aot.estimate import model_flops_per_token, roofline
+from transformer_jax.aot.programs import Program, compile_programs, plan_run
+from transformer_jax.aot.report import check_fits, needed_bytes
+from transformer_jax.aot.topology import get_topology, parse
+
+pytestmark = pytest.mark.usefixtures("libtpu")
+
+
+def lm_config(batch_size=16, **train):
+    """A decoder-only run on planned lm1b rows (nothing is read). Sized so that matrix
+    multiplies dominate (d_model 128, d_ff 512, 128 tokens): the 6N + 12LTD count leaves out
+    norms, softmax and the optimizer, a few percent here."""
+    config = defaults.base_config("lm1b")
+    config.data.update(seq_len=128, batch_size=batch_size, packing=False, spm_vocab_size=256)
+    config.model.update(family="decoder_only", d_model=128, num_decoder_layers=2)
+    config.model.update(dropout_rate=0.0)
+    config.model.attention.num_heads = 4
+    config.model.ffn.d_ff = 512
+    config.train.update(**train)
+    return config
+
+
+@functools.cache
+def train_program(topology: str, **train) -> tuple:
+    """(plan, train step) of `lm_config(**train)` on `topology`, compiled once per module."""
+    plan = plan_run(lm_config(**train), get_topology(topology))
+    return plan, compile_programs(plan, decode=False)[0]
+
+
+@pytest.mark.parametrize(
+    "topology, train",
+    [
+        ("v5e:1x1", {}),
+        ("v5e:2x4", {}),
+        ("v5e:2x4", {"fsdp": 8}),
+        ("v5e:2x4", {"parallelism": "pmap"}),
+    ],
+)
+def test_train_step_compiles_with_real_memory_and_model_flops(topology, train):
+    plan, program = train_program(topology, **train)
+    assert program.compiled, program.error
+    assert all(v >= 0 for v in program.memory.values())
+    assert 0 < program.total_bytes < TPU_CHIPS["v5e"].hbm_bytes
+    model = model_flops_per_token(plan.model_config, 128) * 16 * 128
+    chips = plan.topology.num_chips
+    assert program.flops * chips == pytest.approx(model, rel=0.1)
+
+
+def test_fsdp_shards_the_state_over_the_chips():
+    """Parameters and optimizer state split 8 ways: the arguments shrink about 8 times."""
+    (_, replicated), (_, sharded) = train_program("v5e:2x4"), train_program("v5e:2x4", fsdp=8)
+    assert sharded.memory["arguments"] < replicated.memory["arguments"] / 4
+
+
+@pytest.mark.slow  # several TPU compiles: minutes on 2 CPU cores
+def test_grad_accumulation_and_scanned_layers_count_the_whole_step():
+    """XLA counts a loop body once; the counts come from the unrolled step instead."""
+    (_, plain), (_, looped) = train_program("v5e:1x1"), train_program("v5e:1x1", grad_accum_steps=2)
+    assert looped.flops == pytest.approx(plain.flops, rel=0.05)
+
+
+@pytest.mark.slow  # several TPU compiles: minutes on 2 CPU cores
+def test_encoder_decoder_compiles_train_eval_and_both_decodings():
+    config = defaults.base_config("multi30k")
+    config.data.update(batch_size=8, spm_vocab_size=64, max_input_len=12, max_target_len=13)
+    config.data.update(eval_max_len=16)
+    config.model.update(d_model=32, num_encoder_layers=1, num_decoder_layers=1)
+    config.model.attention.num_heads = 2
+    config.model.ffn.d_ff = 64
+    programs = compile_programs(plan_run(config, get_topology("v5e:1x1")))
+    assert [p.name for p in programs] == ["train", "eval", "decode_greedy", "decode_beam"]
+    assert all(p.compiled for p in programs), [p.error for p in programs]
+    greedy, beam = programs[2:]
+    assert beam.total_bytes > greedy.total_bytes  # four hypotheses per example
+
+
+def test_bad_topology_and_batch_are_value_errors_before_compiling():
+    with pytest.raises(ValueError, match="v5e:1x1"):
+        parse("v9:2x2")
+    with pytest.raises(ValueError, match="2-D"):
+        parse("v5e:2x2x1")
+    with pytest.raises(ValueError, match="data.batch_size=12"):
+        plan_run(lm_config(batch_size=12), get_topology("v5e:2x4"))
+
+
+def test_not_fitting_names_the_figure():
+    chip = TPU_CHIPS["v5e"]
+    plan = type("P", (), {"topology": get_topology("v5e:1x1"), "batch_size": 64})
+    oom = Program("train", error="RESOURCE_EXHAUSTED: Ran out of memory. Used 45.5G of 15.75G hbm")
+    assert needed_bytes(oom) == 45.5 * 2**30
+    with pytest.raises(ValueError, match=r"needs 45\.50 GiB per chip, more than .* 16\.00 GiB"):
+        check_fits(plan, oom)
+    too_big = Program(
+        "train",
+        memory=dict.fromkeys(("arguments", "outputs", "aliased", "temporaries", "code"), 0)
+        | {"temporaries": 2 * chip.hbm_bytes},
+    )
+    with pytest.raises(ValueError, match=r"needs 32\.00 GiB"):
+        check_fits(plan, too_big)
+
+
+def test_fit_bisects_to_the_largest_fitting_batch(monkeypatch):
+    """With memory linear in the batch (1 GiB per row on a 16 GiB chip, 8 chips), the largest
+    global batch that fits is 16 rows per chip."""
+    plan = plan_run(lm_config(batch_size=8), get_topology("v5e:2x4"))
+
+    def fake_compile(candidate):
+        per_chip = candidate.batch_size // 8
+        memory = {"arguments": 0, "outputs": 0, "aliased": 0, "code": 0}
+        return Program("train", memory={**memory, "temporaries": per_chip * 2**30})
+
+    monkeypatch.setattr(fit_module, "compile_train", fake_compile)
+    found = fit_module.fit_batch(plan, max_compiles=20)
+    assert (found.batch_size, found.too_big, found.exact) == (128, 136, True)
+
+
+def test_roofline_is_the_slower_of_compute_and_memory():
+    chip = TPU_CHIPS["v5e"]
+    compute = roofline(2 * chip.peak_flops, chip.hbm_bandwidth, chip, tokens=100)
+    assert (compute.seconds, compute.bound, compute.tokens_per_s) == (2.0, "compute", 50.0)
+    memory = roofline(chip.peak_flops, 3 * chip.hbm_bandwidth, chip, tokens=3, model_flops=0.0)
+    assert (memory.seconds, memory.bound, memory.mfu_bound) == (3.0, "memory", 0.0)
+
+
+def run_aot(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "transformer_jax.aot", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.slow  # several TPU compiles: minutes on 2 CPU cores
+def test_gpt2_small_at_a_huge_batch_does_not_fit_colab_in_one_line():
+    # Scanned layers keep the compile short; the step's memory is the same program's.
+    result = run_aot(
+        "--config=benchmarks/speed_configs.py:gpt2_small",
+        "--config.batch_size=512",
+        "--config.model.scan_layers=True",
+        "--topology=v5e:1x1",
+        "--nodecode",
+    )
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(lines) == 1 and lines[0].startswith("aot: error: ")
+    assert "GiB per chip, more than v5e:1x1's 16.00 GiB" in lines[0]
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_unknown_topology_is_one_line_and_exit_2():
+    result = run_aot("--config=benchmarks/speed_configs.py:small", "--topology=v5e-8")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("aot: error: --topology='v5e-8'")
+    assert "Traceback" not in result.stderr

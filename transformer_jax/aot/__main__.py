@@ -1,0 +1,61 @@
+"""Compile a run for a TPU slice on this machine, and say whether it fits and how fast it would be.
+
+  python -m transformer_jax.aot --config=configs/multi30k.py --topology=v5e:1x1
+  python -m transformer_jax.aot --config=configs/vit_paper.py:b16 --topology=v5e:2x4 \
+      --config.train.fsdp=8 --fit
+  python -m transformer_jax.aot --config=benchmarks/speed_configs.py:gpt2_small --topology=v4:2x2x1
+  python -m transformer_jax.aot --sweep=experiments/quickstart.py --topology=local
+
+Needs libtpu (pip install -r requirements-tpu.txt), no TPU. Compiles, with the real TPU compiler,
+the programs the run executes (transformer_jax/aot/programs.py) and prints for each: compiled or
+the compiler's error, HBM per chip against the chip's capacity, XLA's FLOPs and bytes accessed,
+and the roofline step time, tokens/s and MFU bound on the chip's published figures
+(transformer_jax/aot/chips.py). `--fit` bisects the largest global batch whose train step fits.
+`--topology=local` compiles for this machine's own devices instead (a CPU's figures are
+measured); `--sweep` takes a sweep file's baseline run as the config.
+A benchmark config (benchmarks/speed_configs.py) is compiled on rows of its sequence length.
+Exit status 2 with one `aot: error:` line for a bad topology, config or batch, and for a train
+step that does not fit.
+"""
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from transformer_jax.aot import report
+from transformer_jax.aot.fit import fit_batch
+from transformer_jax.aot.programs import compile_programs, plan_run
+from transformer_jax.aot.topology import get_topology
+from transformer_jax.commands import one_line_errors
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment or benchmark config file.")
+_SWEEP = flags.DEFINE_string("sweep", None, "Or a sweep file: its baseline variant's run.")
+_TOPOLOGY = flags.DEFINE_string("topology", "v5e:1x1", "TPU slice: v5e:1x1, v5e:2x4, v4:2x2x1...")
+_FIT = flags.DEFINE_bool("fit", False, "Also find the largest global batch that fits (bisection).")
+_FIT_COMPILES = flags.DEFINE_integer("fit_compiles", 10, "Most train-step compiles --fit makes.")
+_DECODE = flags.DEFINE_bool("decode", True, "Also compile the greedy and beam decoding programs.")
+
+
+@one_line_errors("aot")
+def main(argv):
+    del argv
+    topology = get_topology(_TOPOLOGY.value)  # A bad name fails before any config work.
+    if (_CONFIG.value is None) == (_SWEEP.value is None):
+        raise ValueError("give one of --config=<config file> or --sweep=<sweep file>")
+    if _SWEEP.value:
+        path, config = report.sweep_baseline(_SWEEP.value)
+    else:
+        path = config_flags.get_config_filename(flags.FLAGS["config"])
+        config = report.run_config(_CONFIG.value)
+    plan = plan_run(config, topology)
+    programs = compile_programs(plan, decode=_DECODE.value)
+    report.check_fits(plan, programs[0])  # One error line, exit 2, when the train step won't.
+    for line in report.header(plan, path):
+        print(line)
+    for program in programs:
+        print(report.program_line(plan, program))
+    if _FIT.value:
+        print(report.fit_line(plan, fit_batch(plan, max_compiles=_FIT_COMPILES.value)))
+
+
+if __name__ == "__main__":
+    app.run(main)
