@@ -74,9 +74,9 @@ Budget: at most 8 hours of a 2-core machine (--parallel=2) for copy and reverse,
 under load (load average ~19 on 2 AMD EPYC cores), as a ratio to the project protocol's UT with
 offsets (d_model 64, 4 steps), whose idle wall time experiments/universal_table4.py gives (47
 minutes for 10,000 steps with 20 evaluations, ~0.28 s per step): the Transformer here costs 1.4
-times that UT per step (0.96 against 0.69 CPU-seconds), so ~0.35 s idle; the UT, with 16 block
-applications at d_model 128 per step against the Transformer's 4, ~4 times that, ~1.4 s; UT+ACT
-(at most 4 steps per stack) ~0.7 s; an evaluation ~15, 60 and 30 s. At TRAIN_STEPS = 3,000 a
+times that UT per step (0.96 against 0.69 CPU-seconds), so ~0.4 s idle; the UT 4.7 times (3.25
+CPU-seconds), ~1.3 s; UT+ACT, at most 4 steps per stack, half the UT's block applications, ~0.7
+s (not measured); an evaluation ~15, 60 and 30 s. At TRAIN_STEPS = 3,000 a
 (task, seed) costs ~2.45 x 3,000 + 4 x 105 = ~7,800 run-seconds, the 6 of them ~13 run-hours,
 ~6.5 hours at --parallel=2, inside the budget with room for the estimate's error. 3,000 steps
 stay inside tensor2tensor's 8,000-step warmup (peak rate 7.4e-4 at the last step, where

@@ -58,7 +58,7 @@ def header(plan: Plan, path: str) -> list[str]:
     return [
         f"{path} on {topology.name}: {topology.num_chips} x {topology.devices[0].device_kind} "
         f"({chip.name}: {chip.peak_flops / 1e12:,.3g} TFLOP/s, {gib(chip.hbm_bytes)} GiB "
-        f"HBM, {chip.hbm_bandwidth / 1e9:,.0f} GB/s per chip; {chip.source})",
+        f"HBM, {chip.hbm_bandwidth / 1e9:,.4g} GB/s per chip; {chip.source})",
         f"{cfg.family}, {cfg.dtype}, scan_layers={cfg.scan_layers}, remat={cfg.remat}; "
         f"batch {plan.batch_size} ({plan.batch_size // topology.num_chips} per chip), "
         f"grad_accum_steps={train.grad_accum_steps}; {layout}",
@@ -111,13 +111,15 @@ def program_line(plan: Plan, program: Program) -> str:
     )
 
 
-_TPU_OOM = re.compile(r"Used ([\d.]+)([KMGT]) of ([\d.]+)([KMGT]) hbm")
+# XLA:TPU's two ways of refusing a program that does not fit: "Used 45.2G of 15.75G hbm" and
+# "the total memory required for HLO temporaries (887.25G) exceeds available HBM (15.75G)".
+_TPU_OOM = re.compile(r"(?:Used |memory required for [^(]*\()([\d.]+)([KMGT])")
 _SCALE = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 def needed_bytes(program: Program) -> float | None:
     """Bytes per chip the train step needs: from the compiler's analysis, or from its
-    out-of-memory message ("Used 45.2G of 15.75G hbm")."""
+    out-of-memory message (at least that: the temporaries alone, in one of its forms)."""
     if program.compiled:
         return program.total_bytes
     match = _TPU_OOM.search(program.error)
