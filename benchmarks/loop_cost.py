@@ -28,7 +28,13 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import speed_configs
-from benchmarks.timing import JaxRunner, run_rounds, synthetic_batches, typed_configs
+from benchmarks.timing import (
+    JaxRunner,
+    loop_share,
+    run_rounds,
+    synthetic_batches,
+    typed_configs,
+)
 from benchmarks.train_speed import TorchRunner, run_trainer
 from transformer_jax.train import host_memory
 
@@ -52,11 +58,6 @@ def torch_loop_s(torch_runner: TorchRunner, batches, steps: int) -> float:
     for i in range(steps):
         torch_runner.step(batches[i % len(batches)])
     return time.perf_counter() - start
-
-
-def loop_share(trainer_step_s: float, bare_step_s: float) -> float:
-    """The loop's share of a trainer step: the part the bare step does not account for."""
-    return (trainer_step_s - bare_step_s) / trainer_step_s
 
 
 def main(argv):

@@ -147,3 +147,8 @@ def run_rounds(runners: dict, batches, warmup: int, timed: int, round_steps: int
                 times[name].append(runner.step(batches[i % len(batches)]))
         done += count
     return times
+
+
+def loop_share(trainer_step_s: float, bare_step_s: float) -> float:
+    """The loop's share of a trainer step: the part the bare step does not account for."""
+    return (trainer_step_s - bare_step_s) / trainer_step_s

@@ -12,6 +12,12 @@ import os
 import shutil
 import tempfile
 
+# The suite runs on the CPU (several devices are simulated where a test needs them). With libtpu
+# installed (requirements-tpu.txt, for the ahead-of-time TPU tests) JAX would otherwise probe for
+# a TPU in this process and every one it starts, printing libtpu's warnings into the stderr that
+# tests read; the AOT tests still get their TPU topologies with the CPU as the platform.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # Read by JAX when it is imported.
     _CACHE = tempfile.mkdtemp(prefix="transformer_jax_tests_compile_cache_")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE

@@ -85,7 +85,8 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     for section in ("model", "data", "train"):
         for key, value in dotted(overrides[section].to_dict()):
             command.append(f"--config.{section}.{key}={value}")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "train")])}
+    paths = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "train")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     # The first process SIGKILLs itself as it fetches its 25th batch once checkpoint 20 is on
     # disk (multihost_cases.Faulty): mid-run at any machine speed, which a kill timed from
     # outside is not (a fast run could finish before it lands).

@@ -101,6 +101,19 @@ class _QuietOrbaxSaveErrors(logging.Filter):
         return not (failed_save and record.pathname.startswith(_ORBAX_DIR))
 
 
+class _QuietOrbaxShutdownRaces(logging.Filter):
+    """Drops what orbax's background threads log when, after a failed save, they outlive the
+    executor or event loop the exiting process already shut ("cannot schedule new futures after
+    shutdown", "Event loop is closed"): the failed save was reported once; these race the exit."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        shutdown = isinstance(error, RuntimeError) and (
+            "after shutdown" in str(error) or "Event loop is closed" in str(error)
+        )
+        return not (shutdown and record.pathname.startswith(_ORBAX_DIR))
+
+
 class _QuietUnretrievedSaveErrors(logging.Filter):
     """Drops asyncio's "exception was never retrieved" records of a failed save's writes."""
 
@@ -418,6 +431,7 @@ def _quiet_failed_save_aftermath(failed: bool) -> None:
     if failed and not _quiet["failed"]:
         _quiet["failed"] = True
         logging.getLogger("asyncio").addFilter(_QuietUnretrievedSaveErrors())
+        logging.getLogger("absl").addFilter(_QuietOrbaxShutdownRaces())
     if _quiet["installed"]:
         return
     _quiet["installed"] = True
