@@ -12,6 +12,7 @@ import sys
 import jax
 import numpy as np
 import pytest
+from optional_packages import require
 
 from benchmarks import speed_configs
 from benchmarks.timing import JaxRunner, synthetic_batches, typed_configs
@@ -25,19 +26,7 @@ from transformer_jax.train.optimizer import make_optimizer
 
 def import_torch():
     """PyTorch, or a skip with the reason; under CI (CI=true) a missing PyTorch is a failure."""
-    try:
-        import torch
-
-        return torch
-    except ImportError as error:
-        missing = str(error)
-    if os.environ.get("CI", "").lower() in ("true", "1"):
-        pytest.fail(
-            f"CI=true but PyTorch is not installed ({missing}); CI must install "
-            "requirements-bench.txt (see .ci/run)",
-            pytrace=False,
-        )
-    pytest.skip("PyTorch is not installed: pip install -r requirements-bench.txt")
+    return require("torch", "PyTorch", "requirements-bench.txt")
 
 
 def tiny(overrides=None):

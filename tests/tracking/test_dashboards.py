@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from optional_packages import require
 from tracking_fixtures import TensorBoard, make_project, train_tiny_sweep
 
 from transformer_jax.report.report import RUNS_CSV, write_report
@@ -25,19 +26,7 @@ RUNS = [f"{v}/seed_{s}" for v in VARIANTS for s in SEEDS]
 
 def import_wandb():
     """wandb, or a skip; under CI (CI=true) a missing wandb is a failure."""
-    try:
-        import wandb
-
-        return wandb
-    except ImportError as error:
-        missing = str(error)
-    if os.environ.get("CI", "").lower() in ("true", "1"):
-        pytest.fail(
-            f"CI=true but wandb is not installed ({missing}); CI must install "
-            "requirements-wandb.txt (see .ci/run)",
-            pytrace=False,
-        )
-    pytest.skip("wandb is not installed: pip install -r requirements-wandb.txt")
+    return require("wandb", "wandb", "requirements-wandb.txt")
 
 
 def has_wandb() -> bool:
