@@ -25,7 +25,7 @@ from transformer_jax.aot import report
 from transformer_jax.aot.fit import fit_batch
 from transformer_jax.aot.programs import compile_programs, plan_run
 from transformer_jax.aot.topology import get_topology
-from transformer_jax.commands import one_line_errors
+from transformer_jax.commands import one_line_errors, parse_flags
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment or benchmark config file.")
 _SWEEP = flags.DEFINE_string("sweep", None, "Or a sweep file: its baseline variant's run.")
@@ -58,4 +58,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("aot"))
