@@ -86,13 +86,13 @@ class CharStreamData:
             )
             return pipeline.train_batches(packed, batch_size)
         tokens = self._tokenizer.encode_array(text)
-        batches = pipeline.shuffled_index_batches(
+        # The whole batch is built in the pipeline's prefetch thread, off the training loop's.
+        return pipeline.shuffled_index_batches(
             len(tokens) - self._seq_len + 1,
             seed=seed,
             batch_size=batch_size,
-            make_batch=lambda starts: self._train_windows(tokens, starts),
+            make_batch=lambda starts: add_example_weights(self._train_windows(tokens, starts)),
         )
-        return batches.map(add_example_weights)
 
     def eval_batches(self, split: str, *, batch_size: int, max_examples: int | None) -> list:
         """Every window (or packed row) of the split once; max_examples caps windows/documents."""
