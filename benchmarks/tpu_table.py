@@ -8,10 +8,19 @@ batch, jit data parallel), its HBM per chip against the chip's, the largest glob
 fits (`python -m transformer_jax.aot --fit`, at most --fit_compiles compiles), and the roofline
 step time and tokens/s at the shipped batch. Compiling is CPU heavy: the whole table is many
 compiles (--fit_compiles=0 skips the search).
+
+The table is built row by row and resumes: rows already in --out for a slice made with the same
+--fit_compiles are kept and only the missing (config, slice) rows are compiled, so a killed run
+loses one row at most, and the table can be built a slice at a time (--topologies). Below the
+table, one line per slice gives the command that reproduces its rows; --fresh recomputes the rows
+asked for instead.
 """
 
-import sys
+import dataclasses
+import os
+import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from absl import app, flags
@@ -20,15 +29,21 @@ from benchmarks import speed_configs
 from transformer_jax import defaults
 from transformer_jax.aot import report
 from transformer_jax.aot.fit import fit_batch, fits
-from transformer_jax.aot.programs import compile_programs, plan_run
-from transformer_jax.aot.topology import get_topology
+from transformer_jax.aot.programs import compile_train_counted, plan_run
+from transformer_jax.aot.topology import get_topology, parse
+from transformer_jax.commands import one_line_errors, parse_flags
+from transformer_jax.environment import cpu_model
 
-_OUT = flags.DEFINE_string("out", "results/accelerators/tpu_aot.md", "Markdown file to write.")
-_TOPOLOGIES = flags.DEFINE_list(
-    "topologies", ["v5e:1x1", "v5e:2x4", "v4:2x2x1", "v6e:2x4"], "TPU slices (columns)."
-)
+TOPOLOGIES = ["v5e:1x1", "v5e:2x4", "v4:2x2x1", "v6e:2x4"]  # Colab's v5e-1 first
+DEFAULT_OUT = "results/accelerators/tpu_aot.md"
+
+_OUT = flags.DEFINE_string("out", DEFAULT_OUT, "Markdown file to write (and resume).")
+_TOPOLOGIES = flags.DEFINE_list("topologies", TOPOLOGIES, "TPU slices (row groups).")
 _CONFIGS = flags.DEFINE_list("configs", [], "Only these rows (names as below); default all.")
 _FIT_COMPILES = flags.DEFINE_integer("fit_compiles", 6, "Most compiles of each batch search.")
+_FRESH = flags.DEFINE_bool(
+    "fresh", False, "Recompute the rows asked for even when --out holds them (default: resume)."
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {  # row name -> (config file, argument)
@@ -51,32 +66,41 @@ def load(name: str):
     return defaults.from_file(str(ROOT / path), arg)
 
 
-def row(name: str, topology_name: str) -> str:
+def _cell(text: str) -> str:
+    """An error message as one table cell: one line, no column separator."""
+    return text.replace("|", "/")
+
+
+def largest_batch(plan, train, fit_compiles: int) -> str:
+    """The batch column's second half: the largest global batch found to fit."""
+    if not fit_compiles:
+        return "-"
+    found = fit_batch(plan, fit_compiles, known=train)
+    if not found.batch_size:
+        return "none"
+    if not found.too_big:  # every batch tried fits
+        return f">= {found.batch_size}"
+    if found.exact:
+        return f"{found.batch_size}"
+    return f"{found.batch_size}-{found.too_big - found.unit}"  # between the two probes
+
+
+def row(name: str, topology_name: str, fit_compiles: int) -> str:
     """One line of the table; a config the compiler refuses says why."""
     topology = get_topology(topology_name)
     try:
         plan = plan_run(load(name), topology)
     except ValueError as error:
-        return f"| {name} | {topology_name} | no: {error} | | | | |"
-    train = compile_programs(plan, decode=False)[0]
+        return f"| {name} | {topology_name} | no: {_cell(str(error))} | | | | |"
+    train = compile_train_counted(plan)
     chip = topology.chip
     needed = report.needed_bytes(train)
     hbm = f"{report.gib(needed)} / {report.gib(chip.hbm_bytes)}" if needed else "?"
     if not train.compiled:
-        status = f"no: {train.error[:160]}"
+        status = f"no: {_cell(train.error[:160])}"
     else:
         status = "yes" if fits(plan, train) else "compiles, does not fit"
-    largest = "-"
-    if _FIT_COMPILES.value:
-        found = fit_batch(plan, _FIT_COMPILES.value)
-        if not found.batch_size:
-            largest = "none"
-        elif not found.too_big:  # every batch tried fits
-            largest = f">= {found.batch_size}"
-        elif found.exact:
-            largest = f"{found.batch_size}"
-        else:  # fits at the first, not at the second less one unit: somewhere between
-            largest = f"{found.batch_size}-{found.too_big - found.unit}"
+    largest = largest_batch(plan, train, fit_compiles)
     if train.compiled and train.flops:
         estimate = report.estimate(plan, train)
         time_s = f"{estimate.seconds * 1e3:,.1f} ms ({estimate.bound})"
@@ -89,28 +113,74 @@ def row(name: str, topology_name: str) -> str:
     )
 
 
-def _batch_text() -> str:
-    if not _FIT_COMPILES.value:
-        return (
-            "Batch: shipped / largest that fits, not searched in this table (each probe is a "
-            "compile; `python -m transformer_jax.aot --fit` searches one row)."
-        )
+@dataclasses.dataclass
+class Part:
+    """How one slice's rows were made: the batch search's budget, and the compiling time of
+    the rows in the table (summed over the runs that added them)."""
+
+    fit_compiles: int
+    minutes: float = 0.0
+
+
+@dataclasses.dataclass
+class Table:
+    rows: dict[tuple[str, str], str]  # (config, slice) -> its line
+    parts: dict[str, Part]  # slice -> how its rows were made
+
+
+_ROW = re.compile(r"^\| (?P<config>[^|]+?) \| (?P<slice>[^|]+?) \|")
+_PART = re.compile(
+    r"^- (?P<slice>\S+): `[^`]*--fit_compiles=(?P<fit>\d+)[^`]*` "
+    r"\(\d+ rows?, (?P<minutes>[\d.]+) minutes"
+)
+_HEADER = "| config | slice | fits? | HBM GiB / chip | batch: shipped / largest | step | rate |"
+
+
+def read_table(path: Path) -> Table:
+    """The rows and per-slice provenance a previous run wrote; rows of a slice without a
+    provenance line (a table written by hand or by an older version) are dropped."""
+    if not path.exists():
+        return Table({}, {})
+    rows, parts = {}, {}
+    for line in path.read_text().splitlines():
+        if (match := _PART.match(line)) is not None:
+            parts[match["slice"]] = Part(int(match["fit"]), float(match["minutes"]))
+        elif line != _HEADER and (match := _ROW.match(line)) and match["config"] != "---":
+            rows[(match["config"], match["slice"])] = line
+    return Table({key: line for key, line in rows.items() if key[1] in parts}, parts)
+
+
+def command(topology: str, fit_compiles) -> str:
     return (
-        "Batch: shipped / largest global batch that fits, found by doubling or halving the "
-        f"shipped batch and bisecting (at most {_FIT_COMPILES.value} compiles: a range when "
-        "the search stopped before it was exact, >= when every batch tried fit)."
+        f"python -m benchmarks.tpu_table --out={DEFAULT_OUT} --topologies={topology} "
+        f"--fit_compiles={fit_compiles}"
     )
 
 
-def _flags_shown() -> list[str]:
-    """The command's flags, --out as the committed table's path (it may be written elsewhere)."""
-    return [a if not a.startswith("--out=") else f"--out={_OUT.default}" for a in sys.argv[1:]]
+def _batch_text() -> str:
+    return (
+        "Batch: shipped / largest global batch that fits, found by a search of compiles (the "
+        "memory of two probes aims the next; transformer_jax/aot/fit.py) within the slice's "
+        "--fit_compiles compiles (below): a "
+        "range when the search stopped before it was exact, >= when every batch tried fit, - "
+        "where the slice was made without a search (`python -m transformer_jax.aot --fit` "
+        "searches one row)."
+    )
 
 
-def main(argv):
-    del argv
-    names = _CONFIGS.value or list(CONFIGS)
-    start = time.perf_counter()
+def _order(slices: list[str]):
+    def key(item):
+        (name, topology), _ = item
+        config_index = list(CONFIGS).index(name) if name in CONFIGS else len(CONFIGS)
+        return slices.index(topology), config_index, name
+
+    return key
+
+
+def render(table: Table) -> str:
+    """The whole file: intro, rows (slice by slice), per-slice provenance, and what is missing."""
+    slices = TOPOLOGIES + sorted({s for _, s in table.rows} - set(TOPOLOGIES))
+    machine = f"{os.cpu_count()} CPU cores ({cpu_model() or 'unknown model'})"
     lines = [
         "# The shipped configs on TPU slices, compiled ahead of time",
         "",
@@ -118,30 +188,103 @@ def main(argv):
         "compiled with libtpu's TPU compiler on a CPU for the slice. HBM: the step's peak per "
         "chip (arguments + outputs - donated + temporaries + code) / the chip's capacity. "
         + _batch_text()
-        + " Step time and rate: roofline estimates at the "
-        "shipped batch from XLA's counts and the chip's published figures "
-        "(transformer_jax/aot/chips.py): lower bounds on a real step (see "
-        "docs/accelerators.md).",
+        + " Step time and rate: roofline estimates at the shipped batch from XLA's counts and "
+        "the chip's published figures (transformer_jax/aot/chips.py): lower bounds on a real "
+        "step (see docs/accelerators.md).",
         "",
-        "| config | slice | fits? | HBM GiB / chip | batch: shipped / largest | step | rate |",
+        _HEADER,
         "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    out = Path(_OUT.value)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for topology in _TOPOLOGIES.value:  # Colab's v5e-1 first; the file grows row by row.
-        for name in names:
-            line = row(name, topology)
-            print(line, flush=True)
-            lines.append(line)
-            out.write_text("\n".join(lines) + "\n")
-    minutes = (time.perf_counter() - start) / 60
-    lines += [
+        *(line for _, line in sorted(table.rows.items(), key=_order(slices))),
         "",
-        f"Generated by `python -m benchmarks.tpu_table {' '.join(_flags_shown())}` "
-        f"({minutes:,.0f} minutes of compiling).",
+        f"Each slice's rows, made on {machine} and reproduced by its command (which keeps the "
+        "rows already in the file and adds the missing ones; `--fresh` recomputes them):",
+        "",
     ]
-    out.write_text("\n".join(lines) + "\n")
+    for topology in slices:
+        count = sum(1 for _, s in table.rows if s == topology)
+        if topology in table.parts and count:
+            part = table.parts[topology]
+            lines.append(
+                f"- {topology}: `{command(topology, part.fit_compiles)}` "
+                f"({count} row{'s' * (count != 1)}, {part.minutes:.1f} minutes of compiling)"
+            )
+    missing = [
+        (name, topology)
+        for topology in slices
+        for name in CONFIGS
+        if (name, topology) not in table.rows
+    ]
+    if missing:
+        per_slice = {}
+        for name, topology in missing:
+            per_slice.setdefault(topology, []).append(name)
+        listed = "; ".join(
+            f"{s}: {'all' if len(names) == len(CONFIGS) else ', '.join(names)}"
+            for s, names in per_slice.items()
+        )
+        total = len(CONFIGS) * len(slices)
+        lines += [
+            "",
+            f"Incomplete: {total - len(missing)} of {total} rows ({len(CONFIGS)} configs x "
+            f"{', '.join(slices)}). Missing: {listed}. A slice's command above adds its "
+            f"missing rows; `{command('<slice>', '<N>')}` starts a slice not listed there.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def build(
+    out: Path,
+    names: list[str],
+    topologies: list[str],
+    fit_compiles: int,
+    *,
+    fresh: bool = False,
+    make_row: Callable[[str, str, int], str] | None = None,
+) -> Table:
+    """Adds the missing rows of `names` x `topologies` to `out`, writing it after each row."""
+    make_row = make_row or row
+    table = read_table(out)
+    for topology in topologies:
+        part = table.parts.get(topology)
+        if part is None or part.fit_compiles != fit_compiles:  # made otherwise: start afresh
+            table.rows = {key: line for key, line in table.rows.items() if key[1] != topology}
+            table.parts[topology] = Part(fit_compiles)
+    if fresh:
+        asked = {(name, topology) for name in names for topology in topologies}
+        table.rows = {key: line for key, line in table.rows.items() if key not in asked}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for topology in topologies:
+        for name in names:
+            if (name, topology) in table.rows:
+                continue
+            start = time.perf_counter()
+            line = make_row(name, topology, fit_compiles)
+            table.parts[topology].minutes += (time.perf_counter() - start) / 60
+            table.rows[(name, topology)] = line
+            print(line, flush=True)
+            out.write_text(render(table))
+    out.write_text(render(table))
+    return table
+
+
+@one_line_errors("tpu_table")
+def main(argv):
+    del argv
+    unknown = [name for name in _CONFIGS.value if name not in CONFIGS]
+    if unknown:
+        raise ValueError(f"--configs={','.join(unknown)}: valid names are {', '.join(CONFIGS)}")
+    for topology in _TOPOLOGIES.value:  # a bad slice fails before the first compile
+        parse(topology)
+    if _FIT_COMPILES.value < 0:
+        raise ValueError(f"--fit_compiles={_FIT_COMPILES.value}: must be 0 (no search) or more")
+    build(
+        Path(_OUT.value),
+        _CONFIGS.value or list(CONFIGS),
+        _TOPOLOGIES.value,
+        _FIT_COMPILES.value,
+        fresh=_FRESH.value,
+    )
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("tpu_table"))

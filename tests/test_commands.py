@@ -1,5 +1,7 @@
 """Every command prints one `<command>: error: ...` line for a user error, with exit status 2."""
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +17,131 @@ from transformer_jax.commands import (
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Every command line of the package: its module and the name its error lines start with.
+ANALYSES = (
+    "amy",
+    "attention_maps",
+    "confusion",
+    "length_profile",
+    "ponder",
+    "positional_heatmap",
+    "reread_positions",
+    "softmax_temperature",
+)
+COMMANDS = {
+    "transformer_jax.main": "main",
+    "transformer_jax.generate": "generate",
+    "transformer_jax.sweep": "sweep",
+    "transformer_jax.aot": "aot",
+    "transformer_jax.report.bleu_bootstrap": "bleu_bootstrap",
+    **{f"transformer_jax.analysis.{name}": name for name in ANALYSES},
+}
+CONFIG_COMMANDS = ("transformer_jax.main", "transformer_jax.aot")  # those with --config
+CONFIG = "--config=configs/algorithmic.py:copy"
+
+# Runs `python -m module argv...` for each (module, argv) read as JSON on stdin, in a child forked
+# from one process that has made the imports every command shares: a process start and a JAX
+# import per command would take most of a minute. A child starts as `python -m` does (a fresh
+# __main__, no command imported yet); its exit status and stderr are written as JSON on stdout.
+_FORKING_RUNNER = """
+import json, os, runpy, sys, tempfile, traceback
+import absl.app, jax, tensorflow_datasets
+import transformer_jax.analysis.figures, transformer_jax.models, transformer_jax.sweep.runner
+import transformer_jax.train.restore, transformer_jax.train.trainer  # commands: not preloaded
+results = []
+for module, argv in json.load(sys.stdin):
+    with tempfile.TemporaryFile() as stderr:
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(stderr.fileno(), 2)
+            sys.argv = [module, *argv]
+            code = 0
+            try:
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
+            except SystemExit as exit:
+                if isinstance(exit.code, str):
+                    print(exit.code, file=sys.stderr)
+                code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        stderr.seek(0)
+        results.append((status, stderr.read().decode(errors="replace")))
+json.dump(results, sys.stdout)
+"""
+
 
 def _run(module: str, *flags: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", module, *flags]
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def _run_forked(cases: list[tuple[str, list[str]]]) -> list[tuple[int, str]]:
+    """(exit status, stderr) of `python -m module argv...` for each case; see _FORKING_RUNNER."""
+    command = [sys.executable, "-c", _FORKING_RUNNER]
+    done = subprocess.run(
+        command, input=json.dumps(cases), cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [tuple(result) for result in json.loads(done.stdout)]
+
+
+def _assert_one_line_error(status: int, stderr: str, start: str) -> None:
+    assert status == USER_ERROR_EXIT_CODE, stderr[-2000:]
+    assert "Traceback" not in stderr, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1].startswith(start), stderr[-2000:]
+
+
+def _bad_flag_cases() -> list[tuple[str, list[str], str]]:
+    """(module, argv, the start of the error line) for each command: an unknown flag; for those
+    with --config, also an unknown field of it and a value of the wrong type; a missing flag."""
+    cases = [
+        (m, ["--no_such_flag=1"], f"{n}: error: --no_such_flag is not a flag")
+        for m, n in COMMANDS.items()
+    ]
+    cases += [
+        ("transformer_jax.generate", ["--input=0 1"], "generate: error: flag --workdir=None:"),
+        ("transformer_jax.sweep", [], "sweep: error: --workdir is required"),
+    ]
+    for module in CONFIG_COMMANDS:
+        name = COMMANDS[module]
+        cases += [
+            (
+                module,
+                [CONFIG, "--config.model.xyz=3"],
+                f"{name}: error: --config.model.xyz: config.model has no field 'xyz'; its fields:",
+            ),
+            (
+                module,
+                [CONFIG, "--config.train.steps=abc"],
+                f"{name}: error: flag --config.train.steps=abc: invalid literal for int()",
+            ),
+        ]
+    return cases
+
+
+def test_every_command_is_listed():
+    """A command added to the package (an absl `app.run` under `__main__`) joins COMMANDS, so the
+    test below checks its flag errors too."""
+    package = REPO / "transformer_jax"
+    found = set()
+    for path in package.rglob("*.py"):
+        if re.search(r"^\s+app\.run\(", path.read_text(), flags=re.MULTILINE):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            found.add(".".join(parts[:-1] if parts[-1] == "__main__" else parts))
+    assert found == set(COMMANDS)
+
+
+def test_a_bad_flag_is_one_line_for_every_command():
+    cases = _bad_flag_cases()
+    results = _run_forked([(module, argv) for module, argv, _ in cases])
+    for (module, argv, start), (status, stderr) in zip(cases, results, strict=True):
+        assert start in stderr, (module, argv, stderr[-2000:])
+        _assert_one_line_error(status, stderr, start)
 
 
 @pytest.mark.parametrize(
@@ -32,7 +155,8 @@ def _run(module: str, *flags: str) -> subprocess.CompletedProcess:
         (
             "transformer_jax.main",
             ["--config=configs/algorithmic.py:copy", "--config.model.nonexistent=3"],
-            "main: error: --config.model.nonexistent: the config has no such field",
+            "main: error: --config.model.nonexistent: config.model has no field 'nonexistent'; "
+            "its fields: attention, d_model,",
         ),
         (
             "transformer_jax.main",

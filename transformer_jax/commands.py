@@ -1,14 +1,14 @@
 """What every command line does with an error: one clean line for the user's, a traceback for ours;
 and how a command line is recorded (`recorded_command`).
 
-Flags are parsed before `main` runs: `app.run(main, flags_parser=parse_flags("main"))` turns a
-flag absl or ml_collections refuses (an unknown `--config.` field, a value of the wrong type, a
-config argument the config file rejects) into the same one line and exit status.
+Flags are parsed before `main` runs: every command's `app.run(main,
+flags_parser=parse_flags(name))` turns a flag absl or ml_collections refuses (an unknown flag or
+`--config.` field, a value of the wrong type, a config argument the config file rejects) into the
+same one line and exit status.
 
 A ValueError (bad config, flag, input or checkpoint: the message names the field and the fix) or
 an OSError (a bad path, a full disk) prints `<command>: error: <message>` on stderr and exits
-with USER_ERROR_EXIT_CODE; anything else is a bug and keeps its traceback. The sweep command
-does the same in transformer_jax/sweep/__main__.py.
+with USER_ERROR_EXIT_CODE; anything else is a bug and keeps its traceback.
 """
 
 import functools
@@ -95,7 +95,7 @@ def parse_flags(name: str) -> Callable[[list[str]], list[str]]:
         except flags.UnrecognizedFlagError as error:
             message = f"--{error.flagname} is not a flag"
             if error.flagname.startswith("config."):
-                message = f"--{error.flagname}: {_unknown_field(error.flagname)}"
+                message = f"--{error.flagname}: {_unknown_field(error.flagname, argv)}"
         except flags.Error as error:
             # A config file's own ValueError comes inside absl's message with its traceback:
             # its last line is what the user needs.
@@ -103,7 +103,7 @@ def parse_flags(name: str) -> Callable[[list[str]], list[str]]:
             message = lines[-1].removeprefix("ValueError: ") if lines else type(error).__name__
         except (AttributeError, KeyError) as error:  # ml_collections: an override of no field
             bad = next((a for a in argv if a.startswith("--config.")), "--config")
-            message = f"{bad.split('=', 1)[0]}: {_unknown_field(bad[2:].split('=', 1)[0])}"
+            message = f"{bad.split('=', 1)[0]}: {_unknown_field(bad[2:].split('=', 1)[0], argv)}"
             del error
         print(f"{name}: error: {message}", file=sys.stderr)
         sys.exit(USER_ERROR_EXIT_CODE)
@@ -111,14 +111,20 @@ def parse_flags(name: str) -> Callable[[list[str]], list[str]]:
     return parse
 
 
-def _unknown_field(dotted: str) -> str:
+def _unknown_field(dotted: str, argv: Sequence[str]) -> str:
     """Why `config.a.b` is not a field: the part that does not exist and what does there."""
     from absl import flags
 
     try:
-        node = flags.FLAGS["config"].value
-    except (KeyError, AttributeError):
-        node = None
+        flag = flags.FLAGS["config"]
+    except KeyError:
+        return "the config has no such field; check its spelling against the config file"
+    node = flag.value
+    config_file = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
+    if node is None and config_file:
+        # ml_collections applies an override while parsing --config and keeps no value when it
+        # fails: the fields come from loading the config file again (it loaded once already).
+        node = flag.parser.parse(config_file)
     path = dotted.split(".")[1:]
     for depth, part in enumerate(path):
         keys = list(node.keys()) if hasattr(node, "keys") else None

@@ -15,7 +15,7 @@ from absl import app, flags, logging
 
 from transformer_jax import decoding
 from transformer_jax.analysis import tokens
-from transformer_jax.commands import one_line_errors
+from transformer_jax.commands import one_line_errors, parse_flags
 from transformer_jax.train.restore import load_run
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory written by transformer_jax.main.")
@@ -61,4 +61,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("generate"))

@@ -113,19 +113,64 @@ def test_not_fitting_names_the_figure():
         check_fits(plan, too_big)
 
 
-def test_fit_bisects_to_the_largest_fitting_batch(monkeypatch):
+def fake_compiles(monkeypatch, bytes_per_chip):
+    """compile_train replaced by a program of `bytes_per_chip(global batch)` bytes per chip,
+    with XLA:TPU's out-of-memory message above 16 GiB (v5e); -> the list of batches compiled."""
+    compiled = []
+
+    def fake_compile(candidate):
+        compiled.append(candidate.batch_size)
+        needed = bytes_per_chip(candidate.batch_size)
+        if needed > 16 * 2**30:
+            return Program(
+                "train", error=f"Ran out of memory. Used {needed / 2**30:.3f}G of 15.75G hbm"
+            )
+        memory = {"arguments": 0, "outputs": 0, "aliased": 0, "code": 0}
+        return Program("train", memory={**memory, "temporaries": needed})
+
+    monkeypatch.setattr(fit_module, "compile_train", fake_compile)
+    return compiled
+
+
+def test_fit_finds_the_largest_fitting_batch(monkeypatch):
     """With memory linear in the batch (1 GiB per row on a 16 GiB chip, 8 chips), the largest
     global batch that fits is 16 rows per chip."""
     plan = plan_run(lm_config(batch_size=8), get_topology("v5e:2x4"))
-
-    def fake_compile(candidate):
-        per_chip = candidate.batch_size // 8
-        memory = {"arguments": 0, "outputs": 0, "aliased": 0, "code": 0}
-        return Program("train", memory={**memory, "temporaries": per_chip * 2**30})
-
-    monkeypatch.setattr(fit_module, "compile_train", fake_compile)
+    fake_compiles(monkeypatch, lambda batch: batch // 8 * 2**30)
     found = fit_module.fit_batch(plan, max_compiles=20)
     assert (found.batch_size, found.too_big, found.exact) == (128, 136, True)
+
+
+@pytest.mark.parametrize(
+    "bytes_per_chip, most_compiles",
+    [
+        (lambda batch: 3 * 2**30 + batch * 2**20, 4),  # linear: 13,312, 832 times the batch
+        (lambda batch: 2**30 * batch**0.5, 8),  # concave (256): the lines fall short
+        (lambda batch: 2**30 + batch**2 * 2**14, 13),  # convex (991): doubling and bisecting
+        # alone would take 16 compiles
+    ],
+)
+def test_fit_is_exact_in_few_compiles_however_memory_grows(
+    monkeypatch, bytes_per_chip, most_compiles
+):
+    """The search lands on the largest batch that fits (checked against every batch), within a
+    few compiles: a line through two probes aims the next, bisection where it keeps missing."""
+    plan = plan_run(lm_config(batch_size=16), get_topology("v5e:1x1"))
+    compiled = fake_compiles(monkeypatch, bytes_per_chip)
+    found = fit_module.fit_batch(plan, max_compiles=20)
+    largest = max(b for b in range(1, 2**15) if bytes_per_chip(b) <= 16 * 2**30)
+    assert (found.batch_size, found.too_big, found.exact) == (largest, largest + 1, True)
+    assert len(compiled) == found.compiles <= most_compiles
+    assert len(set(compiled)) == len(compiled)  # no batch compiled twice
+
+
+def test_fit_uses_the_compiled_shipped_step_and_says_when_nothing_fits(monkeypatch):
+    plan = plan_run(lm_config(batch_size=8), get_topology("v5e:2x4"))
+    compiled = fake_compiles(monkeypatch, lambda batch: 20 * 2**30)
+    shipped = Program("train", error="Ran out of memory. Used 20G of 15.75G hbm")
+    found = fit_module.fit_batch(plan, max_compiles=20, known=shipped)
+    assert (found.batch_size, found.too_big, found.compiles) == (0, 8, 1)
+    assert compiled == []  # the shipped batch (one row per chip) was the only one to try
 
 
 def test_roofline_is_the_slower_of_compute_and_memory():

@@ -65,6 +65,22 @@ def test_lm1b_without_packing_has_one_sentence_per_row(tmp_path):
         assert unpadded(row)[-1] == EOS_ID
 
 
+def test_lm1b_text_not_in_utf8_is_named_before_sentencepiece_trains(tmp_path):
+    def source(builder, split, **kwargs):
+        del builder, split, kwargs
+        return [{"text": b"the cat sat"}, {"text": b"on the\nmat, caf\xe9 au lait"}]
+
+    config = small_config("lm1b", tmp_path, seq_len=24, spm_vocab_size=40)
+    with tfds.testing.mock_data(as_data_source_fn=source), pytest.raises(ValueError) as error:
+        load_dataset(config)
+    assert str(error.value).startswith(
+        f"the 'text' text of example 1 of the train split of data.name='lm1b' in "
+        f"data.data_dir={str(tmp_path)!r} is not UTF-8 text (invalid byte at offset 15: 0xe9, "
+        f"line 2); valid: UTF-8 text"
+    )
+    assert not list(tmp_path.rglob("*.model"))  # no SentencePiece model trained
+
+
 def _wmt_source(builder, split, **kwargs):
     del builder, split, kwargs
     pairs = [("the house is small", "das haus ist klein"), ("the cat", "die katze")] * 20

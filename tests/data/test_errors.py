@@ -65,7 +65,7 @@ def test_text_file_problems(tmp_path):
     assert "a non-empty text file" in error_for(empty)
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("caf\u00e9 au lait".encode("latin-1"))
-    assert "is not UTF-8 text (invalid byte at offset 3)" in error_for(latin1)
+    assert "is not UTF-8 text (invalid byte at offset 3: 0xe9, line 1)" in error_for(latin1)
     tiny = tmp_path / "tiny.txt"
     tiny.write_text("abcdefghij", encoding="utf-8")
     assert "data.seq_len=128 is invalid; valid: <= 9" in error_for(tiny)

@@ -170,15 +170,33 @@ def test_text_pairs_need_a_translation_dataset(tmp_path):
         load_dataset(small_config("copy", tmp_path)).text_pairs("test")
 
 
-@pytest.mark.parametrize("damage", ["cut short", "not gzip", "not utf-8"])
+@pytest.mark.parametrize("damage", ["cut short", "not gzip"])
 def test_a_damaged_raw_file_is_named(tmp_path, damage):
     path = tmp_path / "train.de.gz"
     good = gzip.compress("ein Hund läuft\n".encode() * 200)
     content = {
         "cut short": good[: len(good) // 2],
         "not gzip": b"<html>rate limited</html>",
-        "not utf-8": gzip.compress(b"ein Hund l\xe4uft\n"),
     }[damage]
     path.write_bytes(content)
     with pytest.raises(ValueError, match=f"Multi30k file {path} is damaged"):
         multi30k.read_lines(path)
+
+
+def test_a_raw_file_not_in_utf8_is_named_with_its_first_bad_byte(tmp_path):
+    """A manual_dir file saved as Latin-1: the file, the byte's offset in the uncompressed text
+    and its line, before anything is built or a vocabulary trained."""
+    manual = tmp_path / "raw"
+    shutil.copytree(FIXTURE, manual)
+    lines = [line.encode("utf-8") for line in raw("train", "de")]
+    lines[2] = "Ein Hund läuft.".encode("latin-1")  # line 3; 'ä' is one byte, 0xe4
+    offset = len(lines[0]) + len(lines[1]) + 2 + len("Ein Hund l")
+    (manual / "train.de.gz").write_bytes(gzip.compress(b"\n".join(lines)))
+    data_dir = tmp_path / "data"
+    with pytest.raises(ValueError) as error:
+        load_dataset(config(data_dir, manual_dir=str(manual)))
+    assert str(error.value).startswith(
+        f"Multi30k file {manual / 'train.de.gz'}, uncompressed, is not UTF-8 text (invalid byte "
+        f"at offset {offset}: 0xe4, line 3); valid: UTF-8 text"
+    )
+    assert not data_dir.exists()  # nothing prepared, no vocabulary trained

@@ -2,11 +2,12 @@
 
 import json
 
+import grain
 import numpy as np
 import pytest
 from data_fixtures import small_config
 
-from transformer_jax.data import load_dataset
+from transformer_jax.data import load_dataset, pipeline
 from transformer_jax.data.batching import rows_to_batches
 
 
@@ -87,6 +88,20 @@ def test_training_repeats_with_a_new_order_each_epoch(reverse):
     for epoch in epochs:
         train = reverse.eval_batches("train", batch_size=300)[0]["inputs"]
         np.testing.assert_array_equal(np.unique(epoch, axis=0), np.unique(train, axis=0))
+
+
+@pytest.mark.parametrize("seed", [7, 2**32 - 2])
+def test_index_batches_are_grains_shuffle_repeat_batch(seed):
+    """The same order as the grain chain it replaces (checkpoints store positions in it), over
+    batches that run from one epoch into the next and epoch seeds that wrap past 2^32."""
+    reference = grain.MapDataset.range(10).shuffle(seed=seed).repeat().batch(4)
+    batches = pipeline.shuffled_index_batches(
+        10, seed=seed, batch_size=4, make_batch=lambda indices: {"indices": indices}
+    )
+    got = _take(iter(batches), 12)  # 4.8 epochs
+    for k, batch in enumerate(got):
+        np.testing.assert_array_equal(batch["indices"], reference[k])
+        assert batch["indices"].dtype == reference[k].dtype
 
 
 @pytest.mark.parametrize("dataset", ["reverse", "text", "text_packed"])

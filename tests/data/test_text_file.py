@@ -44,7 +44,11 @@ def test_validation_is_the_last_tenth_of_the_characters(tmp_path, text_path):
 def test_a_test_split_leaves_train_as_it_was(tmp_path, text_path):
     """validation 0.05 + test 0.05 train on the same characters as validation 0.1 alone."""
     config = small_config(
-        "text_file", tmp_path, path=str(text_path), seq_len=16, validation_fraction=0.05,
+        "text_file",
+        tmp_path,
+        path=str(text_path),
+        seq_len=16,
+        validation_fraction=0.05,
         test_fraction=0.05,
     )
     dataset = load_dataset(config)

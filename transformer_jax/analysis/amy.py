@@ -24,7 +24,7 @@ from absl import app, flags, logging
 
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_common_flags
-from transformer_jax.commands import one_line_errors
+from transformer_jax.commands import one_line_errors, parse_flags
 from transformer_jax.config import AttentionConfig, FeedForwardConfig, ModelConfig
 from transformer_jax.data.info import NUM_SPECIAL_IDS
 from transformer_jax.layers.positional import ENCODINGS
@@ -300,4 +300,4 @@ def main(argv):
 
 if __name__ == "__main__":
     _define_flags()
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("amy"))

@@ -13,7 +13,7 @@ from absl import app, flags, logging
 
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_common_flags
-from transformer_jax.commands import one_line_errors
+from transformer_jax.commands import one_line_errors, parse_flags
 from transformer_jax.families import FAMILIES, family_of
 from transformer_jax.train.restore import LoadedRun, load_run
 from transformer_jax.train.step import forward
@@ -126,4 +126,4 @@ def main(argv):
 
 if __name__ == "__main__":
     _define_flags()
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("confusion"))

@@ -34,7 +34,7 @@ from transformer_jax.analysis.attention_maps import sown_attention
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_common_flags
 from transformer_jax.analysis.ponder import sown_ponder
-from transformer_jax.commands import one_line_errors
+from transformer_jax.commands import one_line_errors, parse_flags
 from transformer_jax.data import algorithmic
 from transformer_jax.data.batching import seq2seq_row, stack
 from transformer_jax.families import family_of
@@ -276,4 +276,4 @@ def main(argv):
 
 if __name__ == "__main__":
     _define_flags()
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("length_profile"))

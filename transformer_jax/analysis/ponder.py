@@ -20,7 +20,7 @@ from transformer_jax.analysis import tokens
 from transformer_jax.analysis.attention_maps import model_batch
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_text_input_flags
-from transformer_jax.commands import one_line_errors
+from transformer_jax.commands import one_line_errors, parse_flags
 from transformer_jax.families import family_of, shift_right
 from transformer_jax.train.restore import load_run
 
@@ -128,4 +128,4 @@ def main(argv):
 
 if __name__ == "__main__":
     _define_flags()
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("ponder"))

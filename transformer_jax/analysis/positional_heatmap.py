@@ -23,7 +23,7 @@ from absl import app, flags
 
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_common_flags
-from transformer_jax.commands import one_line_errors
+from transformer_jax.commands import one_line_errors, parse_flags
 from transformer_jax.layers.positional import apply_rotary, rotary_angles, sinusoidal_table
 
 KINDS = ("sinusoidal", "rotary")
@@ -172,4 +172,4 @@ def main(argv):
 
 if __name__ == "__main__":
     _define_flags()
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("positional_heatmap"))

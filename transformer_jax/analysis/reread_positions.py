@@ -22,7 +22,7 @@ import jax
 from absl import app, flags
 
 from transformer_jax.analysis.flags import define_common_flags
-from transformer_jax.commands import one_line_errors
+from transformer_jax.commands import one_line_errors, parse_flags
 from transformer_jax.layers.positional import EVAL_POSITIONS
 from transformer_jax.models import build_model
 from transformer_jax.train import step as steps
@@ -102,4 +102,4 @@ def main(argv):
 
 if __name__ == "__main__":
     _define_flags()
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("reread_positions"))

@@ -24,7 +24,7 @@ from absl import app, flags
 
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_common_flags
-from transformer_jax.commands import one_line_errors
+from transformer_jax.commands import one_line_errors, parse_flags
 from transformer_jax.layers.attention import attention_logits, attention_weights
 
 SLIDE_SCORES = (3.9, 3.2, 1.0, 0.3, 1.1)  # NCCU slide 32.
@@ -193,4 +193,4 @@ def main(argv):
 
 if __name__ == "__main__":
     _define_flags()
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("softmax_temperature"))

@@ -10,7 +10,7 @@ Needs libtpu (pip install -r requirements-tpu.txt), no TPU. Compiles, with the r
 the programs the run executes (transformer_jax/aot/programs.py) and prints for each: compiled or
 the compiler's error, HBM per chip against the chip's capacity, XLA's FLOPs and bytes accessed,
 and the roofline step time, tokens/s and MFU bound on the chip's published figures
-(transformer_jax/aot/chips.py). `--fit` bisects the largest global batch whose train step fits.
+(transformer_jax/aot/chips.py). `--fit` finds the largest global batch whose train step fits.
 `--topology=local` compiles for this machine's own devices instead (a CPU's figures are
 measured); `--sweep` takes a sweep file's baseline run as the config.
 A benchmark config (benchmarks/speed_configs.py) is compiled on rows of its sequence length.
@@ -25,12 +25,12 @@ from transformer_jax.aot import report
 from transformer_jax.aot.fit import fit_batch
 from transformer_jax.aot.programs import compile_programs, plan_run
 from transformer_jax.aot.topology import get_topology
-from transformer_jax.commands import one_line_errors
+from transformer_jax.commands import one_line_errors, parse_flags
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment or benchmark config file.")
 _SWEEP = flags.DEFINE_string("sweep", None, "Or a sweep file: its baseline variant's run.")
 _TOPOLOGY = flags.DEFINE_string("topology", "v5e:1x1", "TPU slice: v5e:1x1, v5e:2x4, v4:2x2x1...")
-_FIT = flags.DEFINE_bool("fit", False, "Also find the largest global batch that fits (bisection).")
+_FIT = flags.DEFINE_bool("fit", False, "Also find the largest global batch that fits.")
 _FIT_COMPILES = flags.DEFINE_integer("fit_compiles", 10, "Most train-step compiles --fit makes.")
 _DECODE = flags.DEFINE_bool("decode", True, "Also compile the greedy and beam decoding programs.")
 
@@ -54,8 +54,8 @@ def main(argv):
     for program in programs:
         print(report.program_line(plan, program))
     if _FIT.value:
-        print(report.fit_line(plan, fit_batch(plan, max_compiles=_FIT_COMPILES.value)))
+        print(report.fit_line(plan, fit_batch(plan, _FIT_COMPILES.value, known=programs[0])))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("aot"))

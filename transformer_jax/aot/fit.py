@@ -1,14 +1,26 @@
-"""The largest global batch whose train step fits a chip's memory, by bisection over compiles.
+"""The largest global batch whose train step fits a chip's memory, within a budget of compiles.
 
-Batches are multiples of the unit the run allows (chips x train.grad_accum_steps). From the
-config's batch the search doubles while the step fits (or halves until it does), then bisects
-between the largest multiple known to fit and the smallest known not to, within a budget of
-compiles: each probe is one compile of the train step, seconds to minutes on a CPU.
+Batches are multiples of the unit the run allows (chips x train.grad_accum_steps). Each probe is
+one compile of the train step, seconds to minutes on a CPU, so the search aims its probes: a
+step's memory grows about linearly with its batch (parameters and optimizer state, then
+activations per row), so a straight line through the two latest probes' figures (a secant
+step) predicts the largest batch under the chip's capacity, and the next probe goes there; its
+neighbour then confirms it. Before two figures it doubles from the config's batch (or halves
+until one fits); a probe that does not fit gives its figure from the compiler's out-of-memory
+message where that names one. Guesses stay strictly between the largest batch known to fit and
+the smallest known not to, and three probes in a row on one side (memory that bends) bisect
+instead, so the search ends exact however the memory grows, given compiles enough.
 """
 
 import dataclasses
 
-from transformer_jax.aot.programs import Plan, Program, compile_train, with_batch_size
+from transformer_jax.aot.programs import (
+    Plan,
+    Program,
+    compile_train,
+    needed_bytes,
+    with_batch_size,
+)
 
 _MAX_BATCH = 2**20
 
@@ -33,38 +45,62 @@ def fits(plan: Plan, program: Program) -> bool:
     return program.compiled and program.total_bytes <= plan.topology.chip.hbm_bytes
 
 
-def fit_batch(plan: Plan, max_compiles: int = 10) -> Fit:
-    """See the module docstring."""
+def predicted(points: dict[int, float], capacity: float) -> int | None:
+    """The largest multiple that a straight line through the two latest measured probes puts
+    at or under `capacity` (a secant step); None without two points or a rising line."""
+    if len(points) < 2:
+        return None
+    a, b = sorted(list(points)[-2:])
+    slope = (points[b] - points[a]) / (b - a)
+    if slope <= 0:
+        return None
+    return a + int((capacity - points[a]) // slope)
+
+
+def next_probe(good: int, bad: int, guess: int | None, bisect: bool, highest: int) -> int:
+    """The next multiple to try, between `good` (largest known to fit, 0: none) and `bad`
+    (smallest known not to, 0: none known), at most `highest`."""
+    high = bad - 1 if bad else highest
+    if bisect and bad and good:
+        return (good + bad) // 2
+    if guess is None:  # no line yet: double up, or halve down
+        return good * 2 if not bad else (good + bad) // 2 if good else max(bad // 2, 1)
+    return min(max(guess, good + 1, 1), high)
+
+
+def fit_batch(plan: Plan, max_compiles: int = 10, known: Program | None = None) -> Fit:
+    """See the module docstring. `known`: the train step at the plan's own batch, compiled
+    already (it counts as the search's first probe, which then costs no compile)."""
     unit = plan.topology.num_chips * plan.train_cfg.grad_accum_steps
+    capacity = plan.topology.chip.hbm_bytes
     tried: dict[int, Program] = {}
+    measured: dict[int, float] = {}  # multiple -> bytes per chip, where known
+    sides: list[bool] = []  # whether each probe fit
 
     def probe(multiple: int) -> bool:
-        program = compile_train(with_batch_size(plan, multiple * unit))
+        if known is not None and multiple * unit == plan.batch_size:
+            program = known
+        else:
+            program = compile_train(with_batch_size(plan, multiple * unit))
         tried[multiple] = program
-        return fits(plan, program)
+        if (needed := needed_bytes(program)) is not None:
+            measured[multiple] = needed
+        sides.append(fits(plan, program))
+        return sides[-1]
 
     good, bad = 0, 0  # multiples of `unit` known to fit / not to fit (0: none known)
-    start = max(plan.batch_size // unit, 1)
-    if probe(start):
-        good, m = start, start * 2
-        while len(tried) < max_compiles and m * unit <= _MAX_BATCH:
-            if not probe(m):
-                bad = m
-                break
-            good, m = m, m * 2
-    else:
-        bad, m = start, start // 2
-        while len(tried) < max_compiles and m >= 1:
-            if probe(m):
-                good = m
-                break
-            bad, m = m, m // 2
-    while bad and bad - good > 1 and len(tried) < max_compiles:
-        m = (good + bad) // 2
-        if probe(m):
-            good = m
+    multiple = max(plan.batch_size // unit, 1)
+    while len(tried) < max_compiles and multiple not in tried and multiple * unit <= _MAX_BATCH:
+        if probe(multiple):
+            good = multiple
         else:
-            bad = m
+            bad = multiple
+        if bad and bad - good <= 1:  # exact (or nothing fits: bad is one unit)
+            break
+        # Three probes in a row on one side: the line keeps missing (memory bends), so halve.
+        bisect = len(sides) >= 3 and sides[-1] == sides[-2] == sides[-3]
+        guess = predicted(measured, capacity)
+        multiple = next_probe(good, bad, guess, bisect, _MAX_BATCH // unit)
     return Fit(
         batch_size=good * unit,
         program=tried.get(good),

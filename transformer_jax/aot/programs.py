@@ -155,6 +155,21 @@ def _analyse(name: str, compiled, tokens: int) -> Program:
     )
 
 
+# XLA:TPU's two ways of refusing a program that does not fit: "Used 45.2G of 15.75G hbm" and
+# "the total memory required for HLO temporaries (887.25G) exceeds available HBM (15.75G)".
+_TPU_OOM = re.compile(r"(?:Used |memory required for [^(]*\()([\d.]+)([KMGT])")
+_SCALE = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def needed_bytes(program: Program) -> float | None:
+    """Bytes per chip the train step needs: from the compiler's analysis, or from its
+    out-of-memory message (at least that: the temporaries alone, in one of its forms)."""
+    if program.compiled:
+        return program.total_bytes
+    match = _TPU_OOM.search(program.error)
+    return float(match[1]) * _SCALE[match[2]] if match else None
+
+
 def one_line(error: BaseException) -> str:
     """The first informative line of an exception (XLA's messages run to pages)."""
     text = str(error).strip() or type(error).__name__

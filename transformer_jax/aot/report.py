@@ -1,8 +1,6 @@
 """What `python -m transformer_jax.aot` prints: per program, memory against the chip, XLA's
 counts and the roofline estimate; and the one error line of a run that does not fit."""
 
-import re
-
 import ml_collections
 from ml_collections.config_flags import config_path
 
@@ -10,7 +8,7 @@ from transformer_jax import defaults
 from transformer_jax.aot.chips import GIB
 from transformer_jax.aot.estimate import Estimate, model_flops_per_token, roofline
 from transformer_jax.aot.fit import Fit
-from transformer_jax.aot.programs import Plan, Program
+from transformer_jax.aot.programs import Plan, Program, needed_bytes
 from transformer_jax.aot.shapes import split_lengths
 from transformer_jax.families import family_of
 from transformer_jax.sweep.spec import load_sweep
@@ -111,21 +109,6 @@ def program_line(plan: Plan, program: Program) -> str:
     )
 
 
-# XLA:TPU's two ways of refusing a program that does not fit: "Used 45.2G of 15.75G hbm" and
-# "the total memory required for HLO temporaries (887.25G) exceeds available HBM (15.75G)".
-_TPU_OOM = re.compile(r"(?:Used |memory required for [^(]*\()([\d.]+)([KMGT])")
-_SCALE = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
-def needed_bytes(program: Program) -> float | None:
-    """Bytes per chip the train step needs: from the compiler's analysis, or from its
-    out-of-memory message (at least that: the temporaries alone, in one of its forms)."""
-    if program.compiled:
-        return program.total_bytes
-    match = _TPU_OOM.search(program.error)
-    return float(match[1]) * _SCALE[match[2]] if match else None
-
-
 def check_fits(plan: Plan, train: Program) -> None:
     """Raises the one-line ValueError of a train step that does not fit one chip's memory."""
     needed = needed_bytes(train)
@@ -157,5 +140,5 @@ def fit_line(plan: Plan, fit: Fit) -> str:
         return line + f" (the largest tried; {fit.compiles} compiles)"
     over = needed_bytes(fit.too_big_program)
     over_text = f"needs {gib(over)} GiB" if over is not None else "does not compile"
-    precision = "" if fit.exact else f"; not bisected further after {fit.compiles} compiles"
+    precision = "" if fit.exact else f"; not searched further after {fit.compiles} compiles"
     return line + f"; {fit.too_big} {over_text}{precision}"

@@ -17,7 +17,7 @@ import numpy as np
 
 from transformer_jax.data import builders, pipeline
 from transformer_jax.data.batching import Batch, add_example_weights, pad, rows_to_batches
-from transformer_jax.data.checks import require, require_at_least
+from transformer_jax.data.checks import require, require_at_least, utf8_text
 from transformer_jax.data.info import EOS_ID, DatasetInfo
 from transformer_jax.data.sources import concatenated_text, open_split
 from transformer_jax.data.tokenizers import CharTokenizer
@@ -86,13 +86,13 @@ class CharStreamData:
             )
             return pipeline.train_batches(packed, batch_size)
         tokens = self._tokenizer.encode_array(text)
-        batches = pipeline.shuffled_index_batches(
+        # The whole batch is built in the pipeline's prefetch thread, off the training loop's.
+        return pipeline.shuffled_index_batches(
             len(tokens) - self._seq_len + 1,
             seed=seed,
             batch_size=batch_size,
-            make_batch=lambda starts: self._train_windows(tokens, starts),
+            make_batch=lambda starts: add_example_weights(self._train_windows(tokens, starts)),
         )
-        return batches.map(add_example_weights)
 
     def eval_batches(self, split: str, *, batch_size: int, max_examples: int | None) -> list:
         """Every window (or packed row) of the split once; max_examples caps windows/documents."""
@@ -131,13 +131,7 @@ def _read_text_file(path_value: str) -> tuple[Path, bytes, str]:
     require(path.is_file(), "path", path_value, "an existing file (not found or not a file)")
     content = path.read_bytes()
     require(len(content) > 0, "path", path_value, "a non-empty text file (this one is empty)")
-    try:
-        text = content.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ValueError(
-            f"data.path={path_value!r} is not UTF-8 text (invalid byte at offset {err.start}); "
-            f"valid: a UTF-8 encoded text file"
-        ) from err
+    text = utf8_text(content, f"data.path={path_value!r}", "a UTF-8 encoded text file")
     return path, content, text
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import tensorflow_datasets as tfds
 
+from transformer_jax.data.checks import utf8_text
+
 LANGUAGES = ("de", "en")
 # TFDS split -> file name stem in data/task1/raw/ of the multi30k/dataset repository.
 SPLIT_FILES = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
@@ -156,12 +158,15 @@ def make_builder(
 
 def read_lines(path) -> list[str]:
     """The lines of a gzipped UTF-8 text file, without their line endings; a ValueError naming
-    the file when it is cut short, not gzip or not UTF-8."""
+    the file when it is cut short or not gzip, or naming its first byte that is not UTF-8."""
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            return f.read().splitlines()
-    except (EOFError, gzip.BadGzipFile, zlib.error, UnicodeDecodeError) as error:
+        with gzip.open(path, "rb") as f:
+            content = f.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
         raise ValueError(
             f"Multi30k file {path} is damaged ({type(error).__name__}: {error}); download it "
             f"again from {URL} or put a good copy in data.manual_dir"
         ) from None
+    # The offset counts bytes of the uncompressed text (`zcat FILE | head -c OFFSET`).
+    valid = f"UTF-8 text, as the published files are (re-encode it, or download it from {URL})"
+    return utf8_text(content, f"Multi30k file {path}, uncompressed,", valid).splitlines()

@@ -47,10 +47,11 @@ def _tokenizer(
     model_path = directory / f"spm_unigram_v{cfg.spm_vocab_size}_c{cfg.spm_max_chars}.model"
 
     def texts() -> Iterator[str]:
+        where = f"of the train split of data.name={cfg.name!r} in data.data_dir={cfg.data_dir!r}"
         for i in range(len(source)):
             example = source[i]
             for key in keys:
-                yield as_text(example[key])
+                yield as_text(example[key], f"the {key!r} text of example {i} {where}")
 
     return load_or_train_sentencepiece(
         model_path, texts, vocab_size=cfg.spm_vocab_size, max_chars=cfg.spm_max_chars
@@ -230,6 +231,8 @@ class Multi30kData(TranslationData):
                 f"a directory holding {list(multi30k.FILES)} (missing: {missing}), or '' to "
                 "download them",
             )
+            for name in multi30k.FILES:  # a damaged or non-UTF-8 file: stop before any writing
+                multi30k.read_lines(Path(cfg.manual_dir) / name)
         builder = multi30k.make_builder(
             cfg.source_language,
             cfg.target_language,

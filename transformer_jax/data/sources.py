@@ -5,6 +5,8 @@ from typing import Any
 
 import tensorflow_datasets as tfds
 
+from transformer_jax.data.checks import utf8_text
+
 
 def open_split(name: str, split: str, data_dir: str) -> Sequence[dict[str, Any]]:
     """The split as a random-access sequence of example dicts (numpy values).
@@ -23,9 +25,12 @@ def open_split(name: str, split: str, data_dir: str) -> Sequence[dict[str, Any]]
         ) from err
 
 
-def as_text(value: Any) -> str:
-    """A TFDS Text feature value (bytes from array_record, str from tfds mock data) as str."""
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+def as_text(value: Any, what: str = "a text value of the prepared dataset") -> str:
+    """A TFDS Text feature value (bytes from array_record, str from tfds mock data) as str; bytes
+    that are not UTF-8 are a ValueError naming `what` and the first bad byte."""
+    if isinstance(value, bytes):
+        return utf8_text(value, what, "UTF-8 text; prepare the dataset again from UTF-8 files")
+    return str(value)
 
 
 def concatenated_text(source: Sequence[dict[str, Any]], key: str = "text") -> str:

@@ -21,7 +21,7 @@ from absl import app, flags
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
-from transformer_jax.commands import one_line_errors
+from transformer_jax.commands import one_line_errors, parse_flags
 from transformer_jax.decoding.bleu import VARIANTS
 from transformer_jax.run_dir import TRANSLATIONS_DIR
 
@@ -218,4 +218,4 @@ def main(argv: Sequence[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["baseline", "systems"])
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("bleu_bootstrap"))

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from absl import app, flags
 
-from transformer_jax.commands import recorded_command
+from transformer_jax.commands import one_line_errors, parse_flags, recorded_command
 from transformer_jax.report.report import write_report
 from transformer_jax.sweep import slurm
 from transformer_jax.sweep.runner import DEFAULT_MAIN, resolved_sweep, run_sweep
@@ -70,13 +70,10 @@ def define_flags() -> None:
     slurm.define_flags()  # --launcher, --status, --slurm_*
 
 
+@one_line_errors("sweep")  # a bad sweep file, flag or workdir: one line, exit status 2
 def main(argv: Sequence[str]) -> int:
     try:
         return _main(argv)
-    except ValueError as e:
-        # Bad input (sweep file, flags, workdir): the message says what to fix; no traceback.
-        print(f"sweep: error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt as e:
         print(f"sweep: interrupted ({e}); rerun the same command to resume", file=sys.stderr)
         return 130
@@ -93,21 +90,21 @@ def results_section(report_path: str) -> str:
 
 def _main(argv: Sequence[str]) -> int:
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+        raise ValueError(f"unexpected arguments: {argv[1:]}")
     f = flags.FLAGS
     workdir = f.workdir
     if not workdir:
-        raise app.UsageError("--workdir is required")
+        raise ValueError("--workdir is required")
     try:
         seeds = [int(s) for s in f.seeds]
     except ValueError:
-        raise app.UsageError(f"--seeds={','.join(f.seeds)}: must be integers") from None
+        raise ValueError(f"--seeds={','.join(f.seeds)}: must be integers") from None
     launcher = slurm.check_launcher(f.launcher, f.parallel, slurm.flag_values(f))
     if f.status:
         print(slurm.format_status(slurm.sweep_status(workdir)))
         return 0
     if f.runs_csv and not f.report_only:
-        raise app.UsageError("--runs_csv only works with --report_only")
+        raise ValueError("--runs_csv only works with --report_only")
     if f.report_only:
         if f.sweep:
             stored = read_sweep_json(workdir)
@@ -122,7 +119,7 @@ def _main(argv: Sequence[str]) -> int:
         print(write_report(workdir, runs_csv=f.runs_csv or None))
         return 0
     if not f.sweep:
-        raise app.UsageError("--sweep is required (unless --report_only or --status)")
+        raise ValueError("--sweep is required (unless --report_only or --status)")
     if launcher != slurm.LOCAL:
         states = slurm.submit_sweep(
             load_sweep(f.sweep),
@@ -165,4 +162,4 @@ def _main(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("sweep"))

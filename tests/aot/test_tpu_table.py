@@ -1,0 +1,95 @@
+"""benchmarks/tpu_table.py resumes: a table built in pieces, or killed half way, ends with every
+row computed once, and each slice's line below the table says how its rows were made. No
+compiles: a fake row function stands in for the compiler."""
+
+import pytest
+
+from benchmarks import tpu_table
+
+SLICES = ["v5e:1x1", "v5e:2x4"]
+NAMES = list(tpu_table.CONFIGS)
+
+
+class FakeRows:
+    """Rows that name the flags they were made with, counting calls; raises (a kill) when
+    `stop_after` rows have been made."""
+
+    def __init__(self, stop_after=None):
+        self.calls, self.stop_after = [], stop_after
+
+    def __call__(self, name, topology, fit_compiles):
+        if self.stop_after is not None and len(self.calls) == self.stop_after:
+            raise KeyboardInterrupt
+        self.calls.append((name, topology))
+        return f"| {name} | {topology} | yes | fit_compiles={fit_compiles} | | | |"
+
+
+def rows_of(path):
+    return tpu_table.read_table(path).rows
+
+
+def test_a_killed_table_resumes_with_only_the_missing_rows(tmp_path):
+    out = tmp_path / "tpu_aot.md"
+    with pytest.raises(KeyboardInterrupt):
+        tpu_table.build(out, NAMES, SLICES, 6, make_row=FakeRows(stop_after=5))
+    assert len(rows_of(out)) == 5  # written after each row
+    text = out.read_text()
+    assert "Incomplete: 5 of 36 rows" in text and f"v5e:1x1: {', '.join(NAMES[5:])};" in text
+
+    second = FakeRows()
+    tpu_table.build(out, NAMES, SLICES, 6, make_row=second)
+    first_five = [(name, "v5e:1x1") for name in NAMES[:5]]
+    assert len(second.calls) == 2 * len(NAMES) - 5
+    assert not set(first_five) & set(second.calls)
+    assert set(rows_of(out)) == {(n, s) for n in NAMES for s in SLICES}
+    text = out.read_text()
+    for topology in SLICES:  # each slice's line is the command that makes it
+        assert f"- {topology}: `{tpu_table.command(topology, 6)}` (9 rows, " in text
+    assert "Incomplete: 18 of 36 rows" in text  # two of the four default slices made
+    assert "Missing: v4:2x2x1: all; v6e:2x4: all." in text
+
+
+def test_slices_made_with_other_flags_are_kept_and_stated(tmp_path):
+    """v5e:1x1 with a batch search and the 8-chip slices without: both parts stay, each with
+    its own command; rerunning a slice with other flags recomputes that slice only."""
+    out = tmp_path / "tpu_aot.md"
+    tpu_table.build(out, NAMES, ["v5e:1x1"], 6, make_row=FakeRows())
+    tpu_table.build(out, NAMES, tpu_table.TOPOLOGIES[1:], 0, make_row=FakeRows())
+    text = out.read_text()
+    assert f"`{tpu_table.command('v5e:1x1', 6)}`" in text
+    assert f"`{tpu_table.command('v6e:2x4', 0)}`" in text
+    assert "Incomplete" not in text
+    assert rows_of(out)[("multi30k", "v5e:1x1")].endswith("fit_compiles=6 | | | |")
+    assert rows_of(out)[("multi30k", "v4:2x2x1")].endswith("fit_compiles=0 | | | |")
+
+    again = FakeRows()
+    tpu_table.build(out, NAMES, ["v5e:2x4"], 2, make_row=again)
+    assert {s for _, s in again.calls} == {"v5e:2x4"} and len(again.calls) == len(NAMES)
+    assert rows_of(out)[("multi30k", "v5e:1x1")].endswith("fit_compiles=6 | | | |")
+    assert rows_of(out)[("multi30k", "v5e:2x4")].endswith("fit_compiles=2 | | | |")
+
+
+def test_fresh_recomputes_only_the_rows_asked_for(tmp_path):
+    out = tmp_path / "tpu_aot.md"
+    tpu_table.build(out, NAMES, SLICES, 0, make_row=FakeRows())
+    unchanged = FakeRows()
+    tpu_table.build(out, NAMES, SLICES, 0, make_row=unchanged)
+    assert unchanged.calls == []
+    fresh = FakeRows()
+    tpu_table.build(out, ["char_lm"], SLICES, 0, fresh=True, make_row=fresh)
+    assert fresh.calls == [("char_lm", s) for s in SLICES]
+    assert len(rows_of(out)) == 2 * len(NAMES)
+
+
+def test_rows_without_a_stated_origin_are_recomputed(tmp_path):
+    """A table written by hand (or by a version without the per-slice lines) is not trusted."""
+    out = tmp_path / "tpu_aot.md"
+    out.write_text(
+        "| config | slice | fits? | HBM GiB / chip | batch: shipped / largest | step | rate |\n"
+        "| --- | --- | --- | --- | --- | --- | --- |\n"
+        "| algorithmic:copy | v5e:1x1 | yes | 0.05 / 16.00 | 64 / - | 1.0 ms | 1 tokens/s |\n"
+    )
+    assert rows_of(out) == {}
+    made = FakeRows()
+    tpu_table.build(out, ["algorithmic:copy"], ["v5e:1x1"], 0, make_row=made)
+    assert made.calls == [("algorithmic:copy", "v5e:1x1")]
