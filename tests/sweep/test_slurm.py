@@ -475,11 +475,54 @@ TINY_COPY = {
 }
 
 
+# transformer_jax.main whose training iterator, as it fetches its 12th batch, waits for the
+# SIGTERM that the job sends the trainer when Slurm's warning signal comes: the signal lands
+# mid-run at any machine speed (a run watched from outside could finish before it). It waits
+# once: HELD marks the wait, and the requeued job's process trains straight through.
+HELD_MAIN = """
+import os, signal, time
+from absl import app
+from transformer_jax.data.api import Dataset
+import transformer_jax.main as m
+
+HELD = HELD_PATH
+original = Dataset.train_iterator
+
+
+class Held:
+    def __init__(self, iterator):
+        self.iterator, self.fetched = iterator, 0
+
+    def __next__(self):
+        self.fetched += 1
+        if self.fetched == 12 and not os.path.exists(HELD):
+            got, handler = [], signal.getsignal(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, lambda *a: got.append(1) or handler(*a))
+            open(HELD, "w").close()
+            while not got:
+                time.sleep(0.05)
+            signal.signal(signal.SIGTERM, handler)
+        return next(self.iterator)
+
+    def get_state(self):
+        return self.iterator.get_state()
+
+    def set_state(self, state):
+        self.iterator.set_state(state)
+
+
+Dataset.train_iterator = lambda self, **kw: Held(original(self, **kw))
+app.run(m.main)
+"""
+
+
 @pytest.mark.slow
 def test_real_trainer_preempted_in_a_job_saves_requeues_and_resumes(launch_project):
     """transformer_jax.main in a submitit_local job: Slurm's warning signal stops it with a
     checkpoint, the job is requeued and the run resumes from that step to the end."""
     repo = os.environ["PYTHONPATH"].split(os.pathsep)[-1]
+    held = launch_project / "held"
+    (launch_project / "held_main.py").write_text(HELD_MAIN.replace("HELD_PATH", repr(str(held))))
     variant = {**TINY_COPY, "data.data_dir": str(launch_project / "tfds")}
     (launch_project / "experiments/real.py").write_text(
         f'"""A tiny copy run."""\nfrom transformer_jax.sweep import Sweep\n'
@@ -494,19 +537,21 @@ def test_real_trainer_preempted_in_a_job_saves_requeues_and_resumes(launch_proje
         str(workdir),
         launcher="submitit_local",
         slurm=LOCAL,
+        main_module="held_main",
     )
     run = workdir / "tiny/seed_0"
-    wait_until(lambda: '"step": 10' in _text(run / "metrics.jsonl"), timeout_s=600)
+    wait_until(held.exists, timeout_s=600)
     job_id = job(workdir, "tiny/seed_0")["job_id"]
     wrappers = _children(int(job_id))  # the controller's task: submitit's job process
-    trainers = [c for w in wrappers for c in _children(w) if b"transformer_jax" in _cmdline(c)]
+    trainers = [c for w in wrappers for c in _children(w) if b"held_main" in _cmdline(c)]
     assert len(wrappers) == 1 and len(trainers) == 1
     for pid in (*wrappers, *trainers):
         os.kill(pid, signal.SIGUSR2)  # what Slurm does: every process of the job step
     final = wait_until(lambda: settled(workdir), timeout_s=600)
     assert final["tiny/seed_0"].state == "finished"
     log = (run / "run.log").read_text()
-    assert "Stopped by signal at step" in log and "Resumed" in log
+    # The 12th batch trains before the loop sees the stop: it stops at step 12.
+    assert "Stopped by signal at step 12" in log and "Resumed" in log
     assert job(workdir, "tiny/seed_0")["job_id"] == job_id  # the same job, requeued
 
 
