@@ -31,7 +31,7 @@ from transformer_jax.aot import report
 from transformer_jax.aot.fit import fit_batch, fits
 from transformer_jax.aot.programs import compile_train_counted, plan_run
 from transformer_jax.aot.topology import get_topology, parse
-from transformer_jax.commands import one_line_errors
+from transformer_jax.commands import one_line_errors, parse_flags
 from transformer_jax.environment import cpu_model
 
 TOPOLOGIES = ["v5e:1x1", "v5e:2x4", "v4:2x2x1", "v6e:2x4"]  # Colab's v5e-1 first
@@ -287,4 +287,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("tpu_table"))
