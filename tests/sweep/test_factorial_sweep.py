@@ -122,7 +122,7 @@ def test_2x2_factorial_sweep_end_to_end(project):
         shutil.copy(project / "out" / name, copy / name)
     cmd = [sys.executable, "-m", "transformer_jax.sweep", "--workdir=committed"]
     cmd += ["--report_only", "--runs_csv=committed/runs.csv"]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), timeout=120)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), timeout=600)
     assert done.returncode == 0, done.stderr
     assert (copy / "effects.csv").read_text() == (project / "out" / "effects.csv").read_text()
     assert (copy / "runs.csv").read_text() == (project / "out" / "runs.csv").read_text()
@@ -132,5 +132,5 @@ def test_2x2_factorial_sweep_end_to_end(project):
     assert "curves_test_seq_accuracy.png" not in rebuilt
 
     bad = [sys.executable, "-m", "transformer_jax.sweep", "--workdir=out", "--runs_csv=x.csv"]
-    done = subprocess.run(bad, capture_output=True, text=True, env=dict(os.environ), timeout=120)
+    done = subprocess.run(bad, capture_output=True, text=True, env=dict(os.environ), timeout=600)
     assert done.returncode != 0 and "--runs_csv only works with --report_only" in done.stderr

@@ -25,6 +25,6 @@ def test_report_can_be_imported_before_the_sweep(first):
     code = (
         f"import {first}\nfrom transformer_jax.sweep import run_sweep\nprint(run_sweep.__module__)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "transformer_jax.sweep.runner"

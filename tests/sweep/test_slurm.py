@@ -54,7 +54,7 @@ if mode == "wait" and resumed is None:
         write(workdir, "checkpoint.json", {{"step": 5}})
         write(workdir, "process.json", {{"pid": os.getpid(), "ppid": os.getppid(),
                                          "blocked": blocked}})
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 600  # a guard against a test that never signals
     while not stop and time.monotonic() < deadline:
         time.sleep(0.05)
     for workdir in workdirs:
@@ -161,7 +161,7 @@ def test_cli_submits_reports_status_and_retries_a_failure(launch_project):
     cmd += ["--launcher=submitit_local"]
     # The local executor's job controllers outlive the command: they must not inherit its
     # output, or a pipe (as here) stays open and the command is not done until its jobs are.
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "base/seed_0" in output and "--status shows progress" in output
@@ -182,12 +182,12 @@ def test_cli_submits_reports_status_and_retries_a_failure(launch_project):
     assert "run flaky/seed_0 failed: RuntimeError: boom" in str(error)
 
     bad = [*cmd[:-1], "--launcher=ssh"]
-    done = subprocess.run(bad, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(bad, capture_output=True, text=True, timeout=600)
     assert done.returncode == 2
     assert "--launcher=ssh: unknown launcher; valid: local, slurm, submitit_local" in done.stderr
 
     status = [sys.executable, "-m", "transformer_jax.sweep", "--workdir=out", "--status"]
-    done = subprocess.run(status, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(status, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["run", "state", "job", "submitted", "detail"]
@@ -210,7 +210,7 @@ def test_cli_submits_reports_status_and_retries_a_failure(launch_project):
     assert not (workdir / "flaky/seed_0/failure.json").exists()
 
     report = [sys.executable, "-m", "transformer_jax.sweep", "--workdir=out", "--report_only"]
-    done = subprocess.run(report, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(report, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "| flaky | 0.900 (n=1)" in (workdir / "report.md").read_text()
 

@@ -190,7 +190,7 @@ def read_records(offline: Path) -> list[dict]:
     import_wandb()
     (path,) = offline.glob("run-*.wandb")
     command = [sys.executable, "-m", "wandb", "leet", "inspect", str(path), "--json"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
@@ -293,7 +293,7 @@ def test_a_wandb_that_cannot_start_is_one_error_before_training(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     env.update(HOME=str(tmp_path), WANDB_MODE="online", WANDB_CONFIG_DIR=str(tmp_path / "cfg"))
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("train.wandb_project='tiny': W&B could not start ("), (

@@ -126,7 +126,7 @@ class TensorBoard:
         )
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def get(self, route: str, request: dict | None = None, timeout: float = 120.0):
+    def get(self, route: str, request: dict | None = None, timeout: float = 600.0):
         """The JSON at `route` (a plugin route takes its request as JSON in ?request=), retried
         until the server answers or `timeout` s pass."""
         url = f"{self.url}{route}"
@@ -135,14 +135,14 @@ class TensorBoard:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                with urllib.request.urlopen(url, timeout=30) as response:
+                with urllib.request.urlopen(url, timeout=120) as response:
                     return json.loads(response.read())
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
 
-    def sessions(self, expected: int, timeout: float = 120.0) -> tuple[dict, list[dict]]:
+    def sessions(self, expected: int, timeout: float = 600.0) -> tuple[dict, list[dict]]:
         """(experiment, session groups) once every run is loaded: `expected` sessions with
         their metrics (TensorBoard loads the logdir in the background)."""
         deadline = time.monotonic() + timeout

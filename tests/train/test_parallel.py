@@ -36,7 +36,7 @@ def run_case(devices: int, *args) -> dict:
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=1800,  # a guard against a hang, not a speed: 8 layouts compile here
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

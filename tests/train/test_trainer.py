@@ -70,7 +70,8 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     """kill -9 mid-run, rerun the same command: the same metrics, bit for bit, on CPU."""
     data_dir = tmp_path / "tfds"
     reference = tmp_path / "reference"
-    train_and_evaluate(tiny_config(data_dir, steps_=80), str(reference))
+    # No decoding: each of the three runs compiles only the train and eval steps.
+    train_and_evaluate(tiny_config(data_dir, steps_=40, generate_eval=False), str(reference))
 
     workdir = tmp_path / "killed"
     command = [
@@ -81,7 +82,7 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
         f"--workdir={workdir}",
         f"--config.data.data_dir={data_dir}",
     ]
-    overrides = tiny_config(data_dir, steps_=80)
+    overrides = tiny_config(data_dir, steps_=40, generate_eval=False)
     for section in ("model", "data", "train"):
         for key, value in dotted(overrides[section].to_dict()):
             command.append(f"--config.{section}.{key}={value}")
@@ -113,7 +114,7 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
 
 
 def test_sigterm_saves_a_checkpoint_and_resume_continues(tmp_path, monkeypatch):
-    config = tiny_config(tmp_path / "tfds", steps_=40)
+    config = tiny_config(tmp_path / "tfds", steps_=40, generate_eval=False)
     workdir = tmp_path / "run"
     # Deliver SIGTERM once training is under way: at the first logged window (step 10).
     original = MetricsLogger.write
@@ -222,7 +223,7 @@ def test_decoding_only_the_splits_asked_for(tmp_path):
 
 
 def test_refuses_to_resume_a_different_config(tmp_path):
-    config = tiny_config(tmp_path / "tfds", steps_=20)
+    config = tiny_config(tmp_path / "tfds", steps_=20, generate_eval=False)
     train_and_evaluate(config, str(tmp_path / "run"))
     config.model.norm.kind = "rmsnorm"
     with pytest.raises(ValueError, match="different config.model .*norm.kind"):
@@ -267,6 +268,7 @@ def test_a_resume_refuses_optimizer_changes_and_records_the_others(tmp_path):
     """A changed optimizer field is refused before the workdir changes; a changed learning rate
     or step count is recorded with the step it took effect, keeping the first steps' config."""
     every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
+    every_step["generate_eval"] = False  # three runs, each compiling no decoding
     config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
     workdir = tmp_path / "run"
     train_and_evaluate(config, str(workdir))
