@@ -186,7 +186,9 @@ def render(table: Table) -> str:
         "",
         "Each row: the config's train step as shipped (its batch, jit data parallel, its dtype), "
         "compiled with libtpu's TPU compiler on a CPU for the slice. HBM: the step's peak per "
-        "chip (arguments + outputs - donated + temporaries + code) / the chip's capacity. "
+        "chip (arguments + outputs - donated + temporaries + code) / the chip's capacity; where "
+        "the compiler refuses the step, the figure its out-of-memory message gives (at least "
+        "that: it may count the temporaries alone). "
         + _batch_text()
         + " Step time and rate: roofline estimates at the shipped batch from XLA's counts and "
         "the chip's published figures (transformer_jax/aot/chips.py): lower bounds on a real "
