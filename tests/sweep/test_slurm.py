@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import submitit
@@ -22,6 +23,8 @@ import submitit
 from transformer_jax import sweep_dir
 from transformer_jax.run_dir import STOPPED_EXIT_CODE
 from transformer_jax.sweep import load_sweep, slurm
+
+TESTS = str(Path(__file__).resolve().parents[1])  # hooked_iterator.py
 
 TRAINER = f"""
 import json, os, signal, sys, time
@@ -480,39 +483,25 @@ TINY_COPY = {
 # mid-run at any machine speed (a run watched from outside could finish before it). It waits
 # once: HELD marks the wait, and the requeued job's process trains straight through.
 HELD_MAIN = """
-import os, signal, time
-from absl import app
-from transformer_jax.data.api import Dataset
-import transformer_jax.main as m
+import os, signal, sys, time
+sys.path.insert(0, TESTS_PATH)
+from hooked_iterator import run_main
 
 HELD = HELD_PATH
-original = Dataset.train_iterator
 
 
-class Held:
-    def __init__(self, iterator):
-        self.iterator, self.fetched = iterator, 0
-
-    def __next__(self):
-        self.fetched += 1
-        if self.fetched == 12 and not os.path.exists(HELD):
-            got, handler = [], signal.getsignal(signal.SIGTERM)
-            signal.signal(signal.SIGTERM, lambda *a: got.append(1) or handler(*a))
-            open(HELD, "w").close()
-            while not got:
-                time.sleep(0.05)
-            signal.signal(signal.SIGTERM, handler)
-        return next(self.iterator)
-
-    def get_state(self):
-        return self.iterator.get_state()
-
-    def set_state(self, state):
-        self.iterator.set_state(state)
+def wait_for_sigterm(fetched, batch):
+    if fetched == 12 and not os.path.exists(HELD):
+        got, handler = [], signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, lambda *a: got.append(1) or handler(*a))
+        open(HELD, "w").close()
+        while not got:
+            time.sleep(0.05)
+        signal.signal(signal.SIGTERM, handler)
+    return batch
 
 
-Dataset.train_iterator = lambda self, **kw: Held(original(self, **kw))
-app.run(m.main)
+run_main(wait_for_sigterm)
 """
 
 
@@ -522,7 +511,8 @@ def test_real_trainer_preempted_in_a_job_saves_requeues_and_resumes(launch_proje
     checkpoint, the job is requeued and the run resumes from that step to the end."""
     repo = os.environ["PYTHONPATH"].split(os.pathsep)[-1]
     held = launch_project / "held"
-    (launch_project / "held_main.py").write_text(HELD_MAIN.replace("HELD_PATH", repr(str(held))))
+    script = HELD_MAIN.replace("HELD_PATH", repr(str(held))).replace("TESTS_PATH", repr(TESTS))
+    (launch_project / "held_main.py").write_text(script)
     variant = {**TINY_COPY, "data.data_dir": str(launch_project / "tfds")}
     (launch_project / "experiments/real.py").write_text(
         f'"""A tiny copy run."""\nfrom transformer_jax.sweep import Sweep\n'

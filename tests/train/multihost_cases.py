@@ -23,46 +23,37 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from hooked_iterator import hook_train_iterators
 from jax.experimental import multihost_utils
 from train_fixtures import tiny_config
 
 from transformer_jax import data, run_dir
 from transformer_jax.config import TrainConfig
-from transformer_jax.data.api import Dataset
 from transformer_jax.train import multihost, parallel
 from transformer_jax.train.numerics import NonFiniteError
 from transformer_jax.train.trainer import train_and_evaluate
 
 
-class Faulty:
-    """The training iterator with OPTIONS "fault" (see the module docstring) on this process."""
+def fault_hook(fault: dict, workdir: Path):
+    """A hooked_iterator hook doing OPTIONS "fault" (see the module docstring)."""
 
-    def __init__(self, iterator, fault: dict, workdir: Path):
-        self._iterator, self._fault, self._workdir, self._fetched = iterator, fault, workdir, 0
-
-    def __next__(self):
-        batch = next(self._iterator)
-        self._fetched += 1
-        if self._fetched != self._fault["at"]:
+    def on_batch(fetched, batch):
+        if fetched != fault["at"]:
             return batch
-        kind = self._fault["kind"]
+        kind = fault["kind"]
         if kind == "sigterm":
             os.kill(os.getpid(), signal.SIGTERM)
         elif kind == "nan":
             batch["example_weights"] = batch["example_weights"].copy()
             batch["example_weights"][-1] = np.nan
         elif kind == "kill":
-            saved = self._workdir / run_dir.CHECKPOINT_DIR / str(self._fault["after"])
+            saved = workdir / run_dir.CHECKPOINT_DIR / str(fault["after"])
             while not saved.is_dir():
                 time.sleep(0.05)
             os.kill(os.getpid(), signal.SIGKILL)
         return batch
 
-    def get_state(self):
-        return self._iterator.get_state()
-
-    def set_state(self, state):
-        self._iterator.set_state(state)
+    return on_batch
 
 
 def config_of(options: dict):
@@ -80,8 +71,7 @@ def case_train(workdir: Path, options: dict) -> int:
     multihost.initialize(TrainConfig())  # Before the fault below asks for the process index.
     fault = options.get("fault")
     if fault and fault.get("process") in (None, jax.process_index()):
-        original = Dataset.train_iterator
-        Dataset.train_iterator = lambda self, **kw: Faulty(original(self, **kw), fault, workdir)
+        hook_train_iterators(fault_hook(fault, workdir))
     try:
         summary = train_and_evaluate(config_of(options), str(workdir))
     except NonFiniteError as error:

@@ -23,42 +23,29 @@ from transformer_jax.train.restore import load_run
 REPO = Path(__file__).resolve().parents[2]
 RESERVE = 64 * 1024  # bytes left free: the metrics lines and a summary fit, a checkpoint not
 
+# transformer_jax.main (hooked_iterator.run_main) whose training iterator fills the disk as it
+# fetches its 8th batch; argv: mount, reserve, runs, then main's flags.
 FILL_AND_RUN_MAIN = """
 import glob, os, sys, time
-from absl import app
-from transformer_jax.data.api import Dataset
-import transformer_jax.main as m
+from hooked_iterator import run_main
 
 mount, reserve, runs = sys.argv.pop(1), int(sys.argv.pop(1)), int(sys.argv.pop(1))
-original = Dataset.train_iterator
 
 
-class Filling:
-    def __init__(self, iterator):
-        self.iterator, self.fetched = iterator, 0
-
-    def __next__(self):
-        self.fetched += 1
-        filler = os.path.join(mount, "filler")
-        if self.fetched == 8 and not os.path.exists(filler):  # Once (a group has 2 iterators).
-            # Every run's checkpoint 5 (a group's seeds save one after the other).
-            saved = os.path.join(mount, "**", "checkpoints", "5")
-            while len(glob.glob(saved, recursive=True)) < runs:
-                time.sleep(0.05)
-            stat = os.statvfs(mount)
-            with open(filler, "wb") as f:
-                f.write(bytes(max(0, stat.f_bavail * stat.f_frsize - reserve)))
-        return next(self.iterator)
-
-    def get_state(self):
-        return self.iterator.get_state()
-
-    def set_state(self, state):
-        self.iterator.set_state(state)
+def fill_the_disk(fetched, batch):
+    filler = os.path.join(mount, "filler")
+    if fetched == 8 and not os.path.exists(filler):  # Once (a group has 2 iterators).
+        # Every run's checkpoint 5 (a group's seeds save one after the other).
+        saved = os.path.join(mount, "**", "checkpoints", "5")
+        while len(glob.glob(saved, recursive=True)) < runs:
+            time.sleep(0.05)
+        stat = os.statvfs(mount)
+        with open(filler, "wb") as f:
+            f.write(bytes(max(0, stat.f_bavail * stat.f_frsize - reserve)))
+    return batch
 
 
-Dataset.train_iterator = lambda self, **kw: Filling(original(self, **kw))
-app.run(m.main)
+run_main(fill_the_disk)
 """
 
 
@@ -87,7 +74,7 @@ def _train_on(mount: Path, data_dir: Path, *flags: str, runs=1) -> subprocess.Co
     for section in ("model", "data", "train"):
         for key, value in dotted(config[section].to_dict()):
             command.append(f"--config.{section}.{key}={value}")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
 
 

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hooked_iterator import HookedIterator
 from orbax.checkpoint._src.handlers import json_checkpoint_handler
 from train_fixtures import read_metrics, tiny_config
 
@@ -36,35 +37,22 @@ class _Killed(BaseException):
     """Stands for kill -9: nothing after it runs in the trainer but its `finally`."""
 
 
-class _Interrupting:
-    """The training iterator, interrupting the process when it fetches its `at`-th batch:
-    "signal" sends SIGTERM (that step still trains), "kill" raises _Killed (it does not)."""
+def _interrupted(monkeypatch, at: int, how: str) -> None:
+    """The next run's training iterator interrupts the process when it fetches its `at`-th
+    batch: "signal" sends SIGTERM (that step still trains), "kill" raises _Killed (it does
+    not)."""
+    original = Dataset.train_iterator
 
-    def __init__(self, iterator, at: int, how: str):
-        self._iterator, self._at, self._how, self._fetched = iterator, at, how, 0
-
-    def __next__(self):
-        self._fetched += 1
-        if self._fetched == self._at:
-            if self._how == "kill":
+    def interrupt(fetched, batch):
+        if fetched == at:
+            if how == "kill":
                 raise _Killed
             os.kill(os.getpid(), signal.SIGTERM)
-        return next(self._iterator)
-
-    def get_state(self):
-        return self._iterator.get_state()
-
-    def set_state(self, state):
-        self._iterator.set_state(state)
-
-
-def _interrupted(monkeypatch, at: int, how: str) -> None:
-    """The next run's training iterator interrupts it at its `at`-th batch (see _Interrupting)."""
-    original = Dataset.train_iterator
+        return batch
 
     def train_iterator(self, **kwargs):
         monkeypatch.setattr(Dataset, "train_iterator", original)  # This run only.
-        return _Interrupting(original(self, **kwargs), at, how)
+        return HookedIterator(original(self, **kwargs), interrupt)
 
     monkeypatch.setattr(Dataset, "train_iterator", train_iterator)
 

@@ -89,15 +89,13 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     paths = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "train")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     # The first process SIGKILLs itself as it fetches its 25th batch once checkpoint 20 is on
-    # disk (multihost_cases.Faulty): mid-run at any machine speed, which a kill timed from
+    # disk (multihost_cases.fault_hook): mid-run at any machine speed, which a kill timed from
     # outside is not (a fast run could finish before it lands).
     fault = {"kind": "kill", "at": 25, "after": 20}
     killer = (
-        "from pathlib import Path; from absl import app; "
-        "from multihost_cases import Faulty; from transformer_jax.data.api import Dataset; "
-        "import transformer_jax.main as m; original = Dataset.train_iterator; "
-        "Dataset.train_iterator = lambda self, **kw: "
-        f"Faulty(original(self, **kw), {fault!r}, Path({str(workdir)!r})); app.run(m.main)"
+        "from pathlib import Path; from hooked_iterator import run_main; "
+        "from multihost_cases import fault_hook; "
+        f"run_main(fault_hook({fault!r}, Path({str(workdir)!r})))"
     )
     killer_command = [sys.executable, "-c", killer, *command[3:]]
     killed = subprocess.run(killer_command, cwd=REPO, env=env, capture_output=True, text=True)
