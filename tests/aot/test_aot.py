@@ -46,7 +46,8 @@ def train_program(topology: str, **train) -> tuple:
         ("v5e:1x1", {}),
         ("v5e:2x4", {}),
         ("v5e:2x4", {"fsdp": 8}),
-        ("v5e:2x4", {"parallelism": "pmap"}),
+        # Another compile of the same step on the same slice (minutes on 2 CPU cores in all).
+        pytest.param("v5e:2x4", {"parallelism": "pmap"}, marks=pytest.mark.slow),
     ],
 )
 def test_train_step_compiles_with_real_memory_and_model_flops(topology, train):
@@ -65,6 +66,7 @@ def test_fsdp_shards_the_state_over_the_chips():
     assert sharded.memory["arguments"] < replicated.memory["arguments"] / 4
 
 
+@pytest.mark.slow  # two more compiles, the looped step and its unrolled count
 def test_grad_accumulation_and_scanned_layers_count_the_whole_step():
     """XLA counts a loop body once; the counts come from the unrolled step instead."""
     (_, plain), (_, looped) = train_program("v5e:1x1"), train_program("v5e:1x1", grad_accum_steps=2)

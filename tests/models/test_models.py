@@ -195,7 +195,10 @@ def test_learned_temperature_starts_at_sqrt_dk_and_is_trainable():
     np.testing.assert_allclose(
         model.apply(variables, IDS, IDS), init_and_apply(TINY), rtol=1e-5, atol=1e-5
     )
-    grads = jax.grad(lambda p: model.apply({"params": p}, IDS, IDS).sum())(variables["params"])
+    # Jitted: one compile instead of the backward pass op by op.
+    grads = jax.jit(jax.grad(lambda p: model.apply({"params": p}, IDS, IDS).sum()))(
+        variables["params"]
+    )
     temperature_grads = [
         g
         for path, g in jax.tree_util.tree_leaves_with_path(grads)

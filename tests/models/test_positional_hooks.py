@@ -114,7 +114,7 @@ def test_embed_and_logit_bias_hooks_reach_every_stack(universal):
     def total(params):
         return model.apply({"params": params}, tokens_BT, tokens_BT).sum()
 
-    grads = flatten_dict(jax.grad(total)(params), sep="/")
+    grads = flatten_dict(jax.jit(jax.grad(total))(params), sep="/")  # jitted: one compile
     assert np.all(np.abs(np.asarray(grads["decoder/probe_bias"])) > 0)
 
 

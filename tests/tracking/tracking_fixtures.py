@@ -20,7 +20,8 @@ from transformer_jax.sweep import load_sweep, runner
 from transformer_jax.train.seed_group import train_seed_group
 
 # The copy task at the size of tests/tiny_configs.py's TINY: 4 steps, logged every 2,
-# evaluated at the end.
+# evaluated at the end. A constant learning rate: the step count is not in the compiled step, so
+# the short first process and every later run share one compile (the session's cache).
 TINY_CONFIG = """
 from transformer_jax import defaults
 
@@ -33,7 +34,7 @@ def get_config(arg=None):
     config.data.update(num_train=64, num_test=16, num_test_long=16, max_len=6, long_min_len=7,
                        long_max_len=8, batch_size=8)
     config.train.update(steps=4, log_every=2, eval_every=4, checkpoint_every=2, warmup_steps=1,
-                        generate_eval=False, diagnostics=False)
+                        schedule="constant", generate_eval=False, diagnostics=False)
     return defaults.apply_arg(config, arg)
 """
 

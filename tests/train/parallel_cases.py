@@ -3,9 +3,10 @@
 XLA_FLAGS=--xla_force_host_platform_device_count=N must be set before JAX starts, so the test
 runs `python parallel_cases.py CASE ARGS...` with that environment; each case prints one JSON
 line. Cases:
-  steps DIR         one train step per layout (jit on 1 and 8 devices, fsdp, pmap, gradient
-                    accumulation, a seed group on 8 devices): loss and max |param - reference|
-                    per layout; then trains one step sharded (fsdp=4 on 8 devices),
+  steps DIR LAYOUTS one train step per layout of the comma-separated LAYOUTS (names of
+                    LAYOUTS below: jit on 8 devices, fsdp, pmap, gradient accumulation, seed
+                    groups on 8 devices), each against one device: loss and max |param -
+                    reference| per layout; then trains one step sharded (fsdp=4 on 8 devices),
                     checkpoints it to DIR, and writes the parameters to DIR/expected.npz.
   restore DIR       restores DIR's checkpoint onto this process's devices; max |param - expected|.
 """
@@ -75,24 +76,28 @@ def group_step(num_seeds=2):
     return jax.device_get(unstack(new_state, 1).params), float(metrics["loss"][1]), axes
 
 
-def case_steps(directory):
+# name -> one_step's arguments (devices=1: the first device only), or the seeds of a group.
+LAYOUTS = {
+    "jit8": dict(kind="jit"),
+    "fsdp2": dict(kind="jit", fsdp=2),
+    "pmap8": dict(kind="pmap"),
+    "accum4": dict(kind="jit", devices=1, accum=4),
+    "accum2_pmap8": dict(kind="pmap", accum=2),
+    "group8": {"seeds": 2},
+    "group8_sharded": {"seeds": 8},
+}
+
+
+def case_steps(directory, layouts):
     reference, ref_loss = one_step("jit", devices=jax.devices()[:1])
     out = {"devices": jax.device_count(), "reference_loss": ref_loss}
-    layouts = {
-        "jit8": dict(kind="jit"),
-        "fsdp2": dict(kind="jit", fsdp=2),
-        "pmap8": dict(kind="pmap"),
-        "accum4": dict(kind="jit", devices=jax.devices()[:1], accum=4),
-        "accum2_pmap8": dict(kind="pmap", accum=2),
-        "group8": {},
-        "group8_sharded": {},
-    }
-    groups = {"group8": 2, "group8_sharded": 8}
-    for name, kwargs in layouts.items():
-        spec = None
-        if name in groups:
-            params, loss, spec = group_step(groups[name])
+    for name in layouts.split(","):
+        kwargs, spec = dict(LAYOUTS[name]), None
+        if "seeds" in kwargs:
+            params, loss, spec = group_step(kwargs["seeds"])
         else:
+            if "devices" in kwargs:
+                kwargs["devices"] = jax.devices()[: kwargs["devices"]]
             params, loss = one_step(**kwargs)
         diffs = jax.tree.map(lambda a, b: float(np.max(np.abs(a - b))), params, reference)
         out[name] = {"loss": loss, "max_param_diff": max(jax.tree.leaves(diffs)), "spec": spec}

@@ -100,6 +100,7 @@ def test_a_full_disk_fails_the_run_in_one_line(small_disk, tmp_path):
     assert int(load_run(str(run)).state.step) == 5  # intact: its checksums verify
 
 
+@pytest.mark.slow  # the group's seeds fail at one save as the run above does (a minute more)
 def test_a_full_disk_fails_every_seed_of_a_group_in_one_line(small_disk, tmp_path):
     runs = [small_disk / "run" / f"seed_{seed}" for seed in (0, 1)]
     _check_failed_in_one_line(_train_on(small_disk, tmp_path / "tfds", "--seeds=0,1", runs=2), runs)

@@ -2,6 +2,8 @@
 reproducible per seed, as tensor2tensor's offsets and Ruoss et al.'s subsets are drawn at
 evaluation."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -31,8 +33,14 @@ def _state(model, seed: int) -> steps.TrainState:
     )
 
 
+@functools.cache
+def _eval_step(model):
+    """The model's eval step, jitted once (op by op, the universal model's steps take long)."""
+    return jax.jit(functools.partial(steps.eval_step, model=model, diagnostics=False))
+
+
 def _loss(model, state, batch) -> float:
-    loss_sum, weight = steps.eval_step(state, batch, model=model, diagnostics=False)["loss"]
+    loss_sum, weight = _eval_step(model)(state, batch)["loss"]
     return float(loss_sum / weight)
 
 

@@ -180,7 +180,12 @@ def _slow_steps(monkeypatch, signal_at: int) -> dict:
     return seen
 
 
-@pytest.mark.parametrize("seeds", [None, (0, 3)], ids=["solo", "seed_group"])
+@pytest.mark.parametrize(
+    "seeds",
+    # The group's loop bounds its steps in flight as the solo run's does (minutes under load).
+    [None, pytest.param((0, 3), marks=pytest.mark.slow)],
+    ids=["solo", "seed_group"],
+)
 def test_a_signal_is_honoured_within_the_steps_in_flight(tmp_path, data_dir, monkeypatch, seeds):
     """Slow device steps and one logging step at the end (log_every 1000): an unbounded loop
     would queue every step before its first wait, and the stop's save would wait for all of

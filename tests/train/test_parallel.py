@@ -42,27 +42,49 @@ def run_case(devices: int, *args) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+# Each layout compiles its own step. The fast tier checks four that between them cover jit on 8
+# devices, fsdp, pmap, accumulation and a seed group; the slow tier the other three of
+# parallel_cases.LAYOUTS, in a process of its own.
+FAST_LAYOUTS = ["jit8", "fsdp2", "accum2_pmap8", "group8_sharded"]
+SLOW_LAYOUTS = ["pmap8", "accum4", "group8"]
+
+
 @pytest.fixture(scope="module")
 def eight_devices(tmp_path_factory):
     directory = tmp_path_factory.mktemp("sharded_checkpoint")
-    return run_case(8, "steps", directory), directory
+    return run_case(8, "steps", directory, ",".join(FAST_LAYOUTS)), directory
 
 
-LAYOUTS = ["jit8", "fsdp2", "pmap8", "accum4", "accum2_pmap8", "group8", "group8_sharded"]
+@pytest.fixture(scope="module")
+def slow_layouts(tmp_path_factory):
+    return run_case(8, "steps", tmp_path_factory.mktemp("slow_layouts"), ",".join(SLOW_LAYOUTS))
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_layouts_match_one_device(eight_devices, layout):
-    result, _ = eight_devices
+def check_matches_one_device(result, layout):
     assert result["devices"] == 8
     assert result[layout]["loss"] == pytest.approx(result["reference_loss"], rel=1e-5)
     assert result[layout]["max_param_diff"] < 1e-5
 
 
+@pytest.mark.parametrize("layout", FAST_LAYOUTS)
+def test_layouts_match_one_device(eight_devices, layout):
+    check_matches_one_device(eight_devices[0], layout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", SLOW_LAYOUTS)
+def test_more_layouts_match_one_device(slow_layouts, layout):
+    check_matches_one_device(slow_layouts, layout)
+
+
 def test_a_group_of_as_many_seeds_as_devices_gives_each_seed_its_own(eight_devices):
     result, _ = eight_devices
     assert result["group8_sharded"]["spec"] == [["data", "fsdp"]]  # the seed axis, split
-    assert result["group8"]["spec"] == []  # 2 seeds: replicated, each seed's batch split
+
+
+@pytest.mark.slow
+def test_a_group_of_fewer_seeds_than_devices_splits_each_seeds_batch(slow_layouts):
+    assert slow_layouts["group8"]["spec"] == []  # 2 seeds: replicated, each seed's batch split
 
 
 def test_fsdp_shards_parameters(eight_devices):

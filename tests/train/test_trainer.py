@@ -66,6 +66,7 @@ def test_trains_logs_and_summarises(tmp_path):
     assert list(workdir.glob("events.out.tfevents.*"))
 
 
+@pytest.mark.slow  # three runs, two of them processes; test_interruptions.py kills in process
 def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     """kill -9 mid-run, rerun the same command: the same metrics, bit for bit, on CPU."""
     data_dir = tmp_path / "tfds"
@@ -221,7 +222,8 @@ def test_decoding_only_the_splits_asked_for(tmp_path):
 
 
 def test_refuses_to_resume_a_different_config(tmp_path):
-    config = tiny_config(tmp_path / "tfds", steps_=20, generate_eval=False)
+    every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
+    config = tiny_config(tmp_path / "tfds", steps_=2, generate_eval=False, **every_step)
     train_and_evaluate(config, str(tmp_path / "run"))
     config.model.norm.kind = "rmsnorm"
     with pytest.raises(ValueError, match="different config.model .*norm.kind"):
@@ -267,6 +269,7 @@ def test_a_resume_refuses_optimizer_changes_and_records_the_others(tmp_path):
     or step count is recorded with the step it took effect, keeping the first steps' config."""
     every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
     every_step["generate_eval"] = False  # three runs, each compiling no decoding
+    every_step["schedule"] = "constant"  # steps not in the compiled step: the last resume reuses it
     config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
     workdir = tmp_path / "run"
     train_and_evaluate(config, str(workdir))
