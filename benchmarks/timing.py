@@ -1,9 +1,13 @@
-"""Timing pieces shared by the benchmarks: the trainer's step compiled ahead of time, interleaved
-rounds of steps and synthetic batches. Model FLOPs and the measured matmul peak live with the
-estimates that also use them (transformer_jax/aot)."""
+"""Timing pieces shared by the benchmarks: the trainer's step compiled ahead of time, the char LM
+trainer's config at a benchmark's size and its own step alone, interleaved rounds of steps and
+synthetic batches. Model FLOPs and the measured matmul peak live with the estimates that also use
+them (transformer_jax/aot). Free of command-line flags, so that tests import it."""
 
+import collections
 import resource
+import runpy
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -12,7 +16,12 @@ from transformer_jax.config import ModelConfig, TrainConfig
 from transformer_jax.families import FAMILIES
 from transformer_jax.models import build_model
 from transformer_jax.train import step as steps
+from transformer_jax.train import trainer
 from transformer_jax.train.optimizer import make_optimizer
+from transformer_jax.train.parallel import make_parallel
+from transformer_jax.train.timing import Phases
+
+CHAR_LM_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "char_lm.py"
 
 
 def typed_configs(config) -> tuple[ModelConfig, TrainConfig]:
@@ -33,6 +42,69 @@ def synthetic_batches(cfg: ModelConfig, batch_size: int, seq_len: int, count: in
         }
         for _ in range(count)
     ]
+
+
+def trainer_overrides(config, cfg, train_config, steps: int) -> dict:
+    """The fields of configs/char_lm.py that the benchmark preset's size and schedule set, for
+    `steps` steps with 20 logging windows, one evaluation and one checkpoint at the end."""
+    log_every = max(steps // 20, 1)
+    return {
+        "train.warmup_steps": min(train_config.warmup_steps, steps - 1),
+        "train.learning_rate": train_config.learning_rate,
+        "model.d_model": cfg.d_model,
+        "model.attention.num_heads": cfg.attention.num_heads,
+        "model.num_decoder_layers": cfg.num_decoder_layers,
+        "model.ffn.d_ff": cfg.ffn.d_ff,
+        "model.vocab_size": cfg.vocab_size,
+        "model.dtype": cfg.dtype,
+        "data.seq_len": config.seq_len,
+        "data.batch_size": config.batch_size,
+        "train.steps": steps,
+        "train.log_every": log_every,
+        "train.eval_every": steps,
+        "train.checkpoint_every": log_every * (steps // log_every),
+        "train.eval_examples": config.batch_size,
+    }
+
+
+def char_lm_config(preset, steps: int):
+    """configs/char_lm.py at a benchmark preset's size and schedule (`trainer_overrides`), as
+    `benchmarks.train_speed --end_to_end_steps` runs it on the command line."""
+    config = runpy.run_path(str(CHAR_LM_CONFIG))["get_config"]()
+    config.update_from_flattened_dict(trainer_overrides(preset, *typed_configs(preset), steps))
+    return config
+
+
+class TrainerStep:
+    """The trainer's own compiled step for `config` (train/trainer.py `SoloProgram`, built by
+    `trainer.prepare`, as `train_and_evaluate` builds it), alone: on the run's first `count`
+    training batches, held in memory, the host waiting for each step."""
+
+    def __init__(self, config, count: int = 8):
+        self.prepared = trainer.prepare(config)
+        parallel = make_parallel(self.prepared.train_cfg)
+        self.program = trainer.SoloProgram(self.prepared, parallel, config.seed, Phases())
+        train_iter = self.prepared.dataset.train_iterator(
+            seed=config.seed, batch_size=config.data.batch_size
+        )
+        self.batches = [next(train_iter) for _ in range(count)]
+
+    def step(self, batch) -> dict:
+        """One step on `batch`, waited for; its metrics (on the device)."""
+        metrics = self.program.step([batch])
+        jax.block_until_ready((self.program.state(0), metrics))
+        return metrics
+
+    def run(self, steps: int, ahead: int) -> None:
+        """`steps` steps on the batches in turn with at most `ahead` more dispatched than are
+        known finished (0: the host waits for each step; the loop's MAX_STEPS_AHEAD: as the loop
+        overlaps its host work with the steps), then waits for the last."""
+        in_flight = collections.deque()
+        for i in range(steps):
+            in_flight.append(self.program.step([self.batches[i % len(self.batches)]]))
+            if len(in_flight) > ahead:
+                jax.block_until_ready(in_flight.popleft())
+        jax.block_until_ready((self.program.state(0), in_flight))
 
 
 class JaxRunner:

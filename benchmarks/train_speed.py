@@ -46,6 +46,7 @@ from benchmarks.timing import (
     TorchRunner,
     run_rounds,
     synthetic_batches,
+    trainer_overrides,
     typed_configs,
 )
 from transformer_jax.aot.chips import matmul_peak_flops
@@ -68,24 +69,7 @@ _PEAK_SIZE = flags.DEFINE_integer(
 
 def trainer_command(config, cfg, train_config, steps: int, workdir: str) -> list[str]:
     """transformer_jax.main on configs/char_lm.py at the benchmark preset's size and schedule."""
-    log_every = max(steps // 20, 1)
-    overrides = {
-        "train.warmup_steps": min(train_config.warmup_steps, steps - 1),
-        "train.learning_rate": train_config.learning_rate,
-        "model.d_model": cfg.d_model,
-        "model.attention.num_heads": cfg.attention.num_heads,
-        "model.num_decoder_layers": cfg.num_decoder_layers,
-        "model.ffn.d_ff": cfg.ffn.d_ff,
-        "model.vocab_size": cfg.vocab_size,
-        "model.dtype": cfg.dtype,
-        "data.seq_len": config.seq_len,
-        "data.batch_size": config.batch_size,
-        "train.steps": steps,
-        "train.log_every": log_every,
-        "train.eval_every": steps,
-        "train.checkpoint_every": log_every * (steps // log_every),
-        "train.eval_examples": config.batch_size,
-    }
+    overrides = trainer_overrides(config, cfg, train_config, steps)
     return [
         sys.executable,
         "-m",

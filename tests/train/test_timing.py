@@ -50,6 +50,28 @@ def test_nested_phases_are_exclusive_and_the_rest_is_other(clock, monkeypatch):
     )
 
 
+def test_cpu_seconds_are_exclusive_per_phase_like_the_wall_time(clock, monkeypatch):
+    """CPU time (every thread's) may run ahead of the wall clock (two busy cores) or behind it
+    (a wait); each phase gets its own, less what the phases nested in it took."""
+    cpu = FakeClock()
+    monkeypatch.setattr(timing.time, "process_time", cpu)
+    phases = Phases()
+    with phases("train"):
+        clock.now, cpu.now = clock.now + 10.0, cpu.now + 18.0
+        with phases("checkpoint"):
+            clock.now, cpu.now = clock.now + 2.0, cpu.now + 0.5
+        with phases("eval"):
+            cpu.now += 3.0
+            with phases("decode"):
+                cpu.now += 1.0
+            with phases("eval"):  # re-entered inside itself: counted once
+                cpu.now += 0.25
+    out = phases.cpu_seconds()
+    assert out["train"] == 18.0 and out["checkpoint"] == 0.5
+    assert out["eval"] == 3.25 and out["decode"] == 1.0 and out["compile"] == 0.0
+    assert phases.breakdown()["train"] == 10.0
+
+
 def test_open_phases_count_up_to_the_breakdown(clock):
     """A run stopped by a signal writes its summary inside the training loop."""
     phases = Phases()

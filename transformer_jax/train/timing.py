@@ -18,6 +18,11 @@ Phases:
   decode      greedy decoding and BLEU inside evaluations
   checkpoint  restore, saves and the final wait for them
   other       the rest: logging, summaries, closing
+
+Beside the wall time, `cpu_seconds` holds the process's CPU time (every thread's) per closed
+phase, exclusive in the same way: on a machine with few cores, host work in any thread (data
+prefetch, logging) takes cores from the compiled step's threads, so what the loop costs is its
+CPU time as well as its critical path (benchmarks/loop_cost.py reads it).
 """
 
 import contextlib
@@ -47,22 +52,33 @@ class Phases:
         self._created = time.perf_counter()
         self._startup = process_age_s()
         self._seconds = dict.fromkeys(PHASES[1:], 0.0)
-        self._open = []  # [phase, start, time in phases nested in it] of the phases entered
+        self._cpu_seconds = dict.fromkeys(PHASES[1:], 0.0)
+        # [phase, start, time in phases nested in it, CPU start, CPU time in nested phases] of
+        # the phases entered
+        self._open = []
 
     @contextlib.contextmanager
     def __call__(self, phase: str):
         if phase not in self._seconds:
             raise ValueError(f"phase={phase!r} is not a timed phase; valid: {PHASES[1:]}")
         start = time.perf_counter()
-        self._open.append([phase, start, 0.0])
+        self._open.append([phase, start, 0.0, time.process_time(), 0.0])
         try:
             yield
         finally:
-            _, _, nested = self._open.pop()
+            _, _, nested, cpu_start, cpu_nested = self._open.pop()
             elapsed = time.perf_counter() - start
+            cpu_elapsed = time.process_time() - cpu_start
             self._seconds[phase] += elapsed - nested
+            self._cpu_seconds[phase] += cpu_elapsed - cpu_nested
             if self._open:
                 self._open[-1][2] += elapsed
+                self._open[-1][4] += cpu_elapsed
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """Process CPU seconds (all threads) per phase, exclusive as in `breakdown`; phases
+        still open are not counted."""
+        return dict(self._cpu_seconds)
 
     def breakdown(self) -> dict[str, float | None]:
         """Seconds per phase, other and total (startup included when known); phases still open
@@ -71,7 +87,7 @@ class Phases:
         timed = now - self._created
         seconds = dict(self._seconds)
         inner = 0.0  # the open phase nested in this one, innermost first
-        for phase, start, nested in reversed(self._open):
+        for phase, start, nested, *_ in reversed(self._open):
             seconds[phase] += (now - start) - nested - inner
             inner = now - start
         out = {"startup": self._startup, **seconds}

@@ -209,14 +209,17 @@ class SoloProgram:
         return self._parallel.host_state(self._state.opt_state)
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> run_dir.RunSummary:
+def train_and_evaluate(
+    config: ml_collections.ConfigDict, workdir: str, phases: Phases | None = None
+) -> run_dir.RunSummary:
     """Trains and evaluates `config` in `workdir`, resuming it if it holds checkpoints.
 
     Returns the summary written to summary.json, or a "stopped" one (not written) when a
     signal stopped the run; raises NonFiniteError (train/numerics.py) after writing a
-    "diverged" one.
+    "diverged" one. `phases` (default: a new one) times the run; a caller that passes its own
+    reads more of it than the summary holds (its CPU time: benchmarks/loop_cost.py).
     """
-    phases = Phases()  # Where the wall time goes; see train/timing.py.
+    phases = phases or Phases()  # Where the wall time goes; see train/timing.py.
     prepared = prepare(config, phases)
 
     def make_program(parallel, seeds, phases):
