@@ -35,7 +35,12 @@ def tiny_copy_config(
 ) -> ml_collections.ConfigDict:
     """The copy task on a 1+1-layer encoder-decoder of width 32, as a ConfigDict the trainer
     takes: 2,000 training examples of 1..8 symbols, 64 test and 64 test_long (9..12). `model`
-    and `data` update those parts (dotted paths for the model), `train` the train fields."""
+    and `data` update those parts (dotted paths for the model), `train` the train fields.
+
+    The learning rate warms up, then stays constant: unlike the cosine schedule, whose decay
+    horizon is `train.steps` and so a constant of the compiled train step, it lets runs of any
+    length share one compiled step through the persistent compilation cache (tests/conftest.py).
+    A test of the schedules' shapes asks for one (tests/train/test_optimizer.py)."""
     config = defaults.base_config("copy")
     config.model.update_from_flattened_dict(
         {
@@ -61,7 +66,14 @@ def tiny_copy_config(
             **(data or {}),
         }
     )
-    train = {"log_every": 10, "eval_every": 30, "checkpoint_every": 20, "warmup_steps": 5, **train}
+    train = {
+        "log_every": 10,
+        "eval_every": 30,
+        "checkpoint_every": 20,
+        "schedule": "constant",
+        "warmup_steps": 5,
+        **train,
+    }
     config.train.update(steps=steps, **train)
     return config
 

@@ -107,7 +107,6 @@ def test_a_resume_with_a_longer_patience_keeps_the_history(tmp_path):
     first = tiny_config(
         tmp_path / "tfds",
         steps_=20,
-        schedule="constant",  # the step count is not in the compiled step: the resume reuses it
         generate_eval=False,
         diagnostics=False,
         early_stop_patience=3,

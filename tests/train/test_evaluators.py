@@ -61,7 +61,6 @@ def test_a_registered_evaluator_runs_where_the_config_lists_it(tmp_path, monkeyp
         log_every=2,
         eval_every=2,
         checkpoint_every=2,
-        warmup_steps=1,
         evaluators=("teacher_forced", "examples"),
     )
     summary = train_and_evaluate(config, str(tmp_path / "run"))

@@ -9,7 +9,7 @@ from transformer_jax import run_dir
 from transformer_jax.train.seed_group import train_seed_group
 from transformer_jax.train.trainer import train_and_evaluate
 
-CADENCE = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
+CADENCE = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2}
 
 
 def _overtaken_at_lock(monkeypatch, workdir, config) -> None:

@@ -24,6 +24,9 @@ from transformer_jax.train.restore import load_run
 from transformer_jax.train.trainer import train_and_evaluate
 
 REPO = Path(__file__).resolve().parents[2]
+# Every step logged, evaluated and saved. The warmup stays the shared config's: the train step
+# is then the one the other runs here compiled (tiny_configs.tiny_copy_config).
+EVERY_STEP = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2}
 
 
 def test_shift_right_is_teacher_forcing():
@@ -222,8 +225,7 @@ def test_decoding_only_the_splits_asked_for(tmp_path):
 
 
 def test_refuses_to_resume_a_different_config(tmp_path):
-    every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
-    config = tiny_config(tmp_path / "tfds", steps_=2, generate_eval=False, **every_step)
+    config = tiny_config(tmp_path / "tfds", steps_=2, generate_eval=False, **EVERY_STEP)
     train_and_evaluate(config, str(tmp_path / "run"))
     config.model.norm.kind = "rmsnorm"
     with pytest.raises(ValueError, match="different config.model .*norm.kind"):
@@ -240,8 +242,7 @@ def test_a_run_and_its_readers_load_the_dataset_once_each_and_keep_tmp_dirs(tmp_
 
     counting = dataclasses.replace(entry, build=counting_build)
     monkeypatch.setitem(registry.DATASETS._entries, "copy", counting)
-    every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
-    config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
+    config = tiny_config(tmp_path / "tfds", steps_=2, **EVERY_STEP)
     assert train_and_evaluate(config, str(tmp_path / "run")).status == "finished"
     assert loads == ["copy"]
     # A reader leaves the run directory alone, a running trainer's save in progress included.
@@ -254,8 +255,7 @@ def test_a_run_and_its_readers_load_the_dataset_once_each_and_keep_tmp_dirs(tmp_
 
 def test_a_config_that_fails_validation_leaves_the_workdir_untouched(tmp_path):
     """Validation runs before anything is written, so fixing the value and rerunning works."""
-    every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
-    config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
+    config = tiny_config(tmp_path / "tfds", steps_=2, **EVERY_STEP)
     config.data.batch_size = 0
     with pytest.raises(ValueError, match="data.batch_size=0"):
         train_and_evaluate(config, str(tmp_path / "run"))
@@ -267,9 +267,7 @@ def test_a_config_that_fails_validation_leaves_the_workdir_untouched(tmp_path):
 def test_a_resume_refuses_optimizer_changes_and_records_the_others(tmp_path):
     """A changed optimizer field is refused before the workdir changes; a changed learning rate
     or step count is recorded with the step it took effect, keeping the first steps' config."""
-    every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
-    every_step["generate_eval"] = False  # three runs, each compiling no decoding
-    every_step["schedule"] = "constant"  # steps not in the compiled step: the last resume reuses it
+    every_step = {**EVERY_STEP, "generate_eval": False}  # three runs, each compiling no decoding
     config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
     workdir = tmp_path / "run"
     train_and_evaluate(config, str(workdir))
@@ -303,8 +301,7 @@ def test_a_resume_refuses_optimizer_changes_and_records_the_others(tmp_path):
 def test_two_trainers_never_write_one_run_directory(tmp_path):
     """Another process (here: another lock holder) training the workdir makes a second refuse
     before writing; the lock goes with its holder, so the run then trains."""
-    every_step = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2, "warmup_steps": 1}
-    config = tiny_config(tmp_path / "tfds", steps_=2, **every_step)
+    config = tiny_config(tmp_path / "tfds", steps_=2, **EVERY_STEP)
     workdir = tmp_path / "run"
     workdir.mkdir()
     holder = run_dir.lock_run(workdir)
