@@ -1,5 +1,6 @@
 """Checkpoint round-trips are exact; keep-last-K, resume and crash safety hold."""
 
+import logging
 import os
 import subprocess
 import sys
@@ -13,7 +14,13 @@ import orbax.checkpoint as ocp
 import pytest
 
 from transformer_jax.config import TrainConfig
-from transformer_jax.train.checkpoint import CHECKSUMS_FILE, Checkpointer, CorruptCheckpointError
+from transformer_jax.train.checkpoint import (
+    _ORBAX_DIR,
+    CHECKSUMS_FILE,
+    Checkpointer,
+    CorruptCheckpointError,
+    _QuietOrbaxShutdownRaces,
+)
 from transformer_jax.train.optimizer import make_optimizer
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -280,3 +287,29 @@ def test_restores_checkpoints_of_existing_run_directories(tmp_path):
         # The run carries on: not due at 50, due at 60.
         assert not ckpt.save(50, state, data_state)
         assert ckpt.save(60, state, data_state)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "cannot schedule new futures after shutdown",
+        "cannot schedule new futures after interpreter shutdown",
+        "Event loop is closed",
+    ],
+)
+def test_orbax_threads_racing_the_exit_after_a_failed_save_print_nothing(message):
+    """After a failed save (reported once as CheckpointSaveError), orbax's background threads
+    that outlive the exiting process log these RuntimeErrors with a traceback; a seed group's
+    other seeds may still be saving when the process exits. Only those records are dropped."""
+
+    def record(error, pathname):
+        return logging.LogRecord(
+            "absl", logging.ERROR, pathname, 1, "failed", None, (type(error), error, None)
+        )
+
+    quiet = _QuietOrbaxShutdownRaces()
+    orbax_file = os.path.join(_ORBAX_DIR, "_src", "futures", "future.py")
+    assert not quiet.filter(record(RuntimeError(message), orbax_file))
+    assert quiet.filter(record(RuntimeError(message), __file__))  # not orbax's: kept
+    assert quiet.filter(record(RuntimeError("something else"), orbax_file))
+    assert quiet.filter(record(OSError(message), orbax_file))

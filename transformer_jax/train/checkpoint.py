@@ -104,12 +104,14 @@ class _QuietOrbaxSaveErrors(logging.Filter):
 class _QuietOrbaxShutdownRaces(logging.Filter):
     """Drops what orbax's background threads log when, after a failed save, they outlive the
     executor or event loop the exiting process already shut ("cannot schedule new futures after
-    shutdown", "Event loop is closed"): the failed save was reported once; these race the exit."""
+    shutdown" or "... after interpreter shutdown", "Event loop is closed"): the failed save was
+    reported once; these race the exit (a seed group's other seeds may still be saving)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         shutdown = isinstance(error, RuntimeError) and (
-            "after shutdown" in str(error) or "Event loop is closed" in str(error)
+            "cannot schedule new futures after" in str(error)
+            or "Event loop is closed" in str(error)
         )
         return not (shutdown and record.pathname.startswith(_ORBAX_DIR))
 
