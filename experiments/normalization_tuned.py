@@ -3,17 +3,20 @@
 experiments/normalization.py trains every cell at one peak learning rate, 2e-3, and treats
 warmup (50 steps or none) as a factor. "Post-norm needs warmup" (Xiong et al. 2020) and "DyT
 replaces LayerNorm" (Zhu et al. 2025) are claims about optimisation, so here the peak learning
-rate (four values spanning 10x around 2e-3) and warmup (0 or 50 steps) are nuisance: every cell,
-the 6+6-layer post- and pre-norm ones included, is trained at all 8 settings and compared at
-the one with the lowest mean validation loss over its 3 seeds (docs/tuning.md). Whether post-norm
-needs warmup is then read from the warmup each cell chooses and from its isolation plot.
+rate (six values spanning 40x around 2e-3) and warmup (0 or 50 steps) are nuisance: every cell,
+the 6+6-layer post- and pre-norm ones included, is trained at all 12 settings and compared at
+the one with the lowest mean validation loss over its 3 seeds (docs/tuning.md). A first grid of
+four rates (1e-3 to 1e-2) put every 2+2-layer cell but the one without residuals on its upper
+edge, so it was widened by one rate each way, as the attention-scale and positional grids were.
+Whether post-norm needs warmup is then read from the warmup each cell chooses and from its
+isolation plot.
 """
 
 import os
 
 from transformer_jax.sweep import load_sweep
 
-LEARNING_RATES = (1e-3, 2e-3, 4e-3, 1e-2)  # 10x; 2e-3 is the untuned sweep's
+LEARNING_RATES = (5e-4, 1e-3, 2e-3, 4e-3, 1e-2, 2e-2)  # 40x; 2e-3 is the untuned sweep's
 WARMUP_STEPS = (0, 50)  # none, and the untuned sweep's 50
 
 
