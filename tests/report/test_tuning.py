@@ -132,7 +132,11 @@ def test_edge_of_grid():
     assert on_edge(grid, {"train.learning_rate": 3e-3, "train.warmup_steps": 50}) == [
         "train.warmup_steps"
     ]
-    assert on_edge(grid, {"train.learning_rate": 1e-2, "train.warmup_steps": 0}) == list(grid)
+    assert on_edge(grid, {"train.learning_rate": 1e-3, "train.warmup_steps": 50}) == list(grid)
+    # No warmup is the smallest there is: not an edge to widen past.
+    assert on_edge(grid, {"train.learning_rate": 1e-2, "train.warmup_steps": 0}) == [
+        "train.learning_rate"
+    ]
     assert list(settings(grid))[:2] == [
         "learning_rate-0.001_warmup_steps-0",
         "learning_rate-0.001_warmup_steps-50",

@@ -97,12 +97,13 @@ def split_run_variant(name: str) -> tuple[str, str]:
 
 def on_edge(grid: Mapping[str, Sequence[Any]], setting: Mapping[str, Any]) -> list[str]:
     """The keys whose chosen value is the smallest or largest of its grid (the grid may be too
-    narrow: the best value may lie beyond it). Non-numeric values count as never on an edge."""
+    narrow: the best value may lie beyond it). Non-numeric values count as never on an edge, and
+    so does a lower edge of 0 (no warmup, no dropout): nothing lies below it."""
     out = []
     for key, value in setting.items():
         values = grid[key]
-        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values) and (
-            value in (min(values), max(values))
-        ):
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            continue
+        if value == max(values) or (value == min(values) and value != 0):
             out.append(key)
     return out
