@@ -9,6 +9,8 @@ unless the importer sits inside that package already (its `__init__` ran first).
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -145,6 +147,26 @@ def graph_reach(graph: dict[str, dict[str, int]], start: str) -> set[str]:
                 seen.add(target)
                 todo.append(target)
     return seen
+
+
+def test_the_sweep_command_starts_without_jax():
+    """The sweep command, its report and its job launchers import neither JAX nor the datasets
+    (seconds of start-up for every command and every job): they come in only where a config
+    file is read (sweep/hparams.py) or translations are scored (report/bleu_bootstrap.py)."""
+    code = (
+        "import sys, transformer_jax.sweep.__main__, transformer_jax.sweep.slurm\n"
+        "heavy = ('jax', 'flax', 'optax', 'orbax', 'grain', 'tensorflow', 'tensorflow_datasets')\n"
+        "print(sorted(set(heavy) & set(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=PACKAGE_DIR.parent,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("local_import", [False, True], ids=["module-level", "function-local"])

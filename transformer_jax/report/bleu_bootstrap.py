@@ -22,7 +22,6 @@ from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
 from transformer_jax.commands import one_line_errors, parse_flags
-from transformer_jax.decoding.bleu import VARIANTS
 from transformer_jax.run_dir import TRANSLATIONS_DIR
 
 # decoding -> file of its test translations; the references are REFERENCES_FILE.
@@ -90,6 +89,10 @@ def paired_bootstrap(
 
     metric: a transformer_jax.decoding.bleu.VARIANTS name ("bleu" cased, "bleu_lc" lowercased).
     """
+    # Here, not at the top: the decoding package imports JAX, which a report without
+    # translations (and the sweep command, which writes the report) does not need.
+    from transformer_jax.decoding.bleu import VARIANTS
+
     if metric not in VARIANTS:
         raise ValueError(f"metric={metric!r} is not valid; choose one of {list(VARIANTS)}")
     if not systems:

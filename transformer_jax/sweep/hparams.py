@@ -16,7 +16,6 @@ from typing import Any
 
 from ml_collections.config_flags import config_path
 
-from transformer_jax import defaults
 from transformer_jax.run_dir import HPARAMS_FILE, write_json
 from transformer_jax.sweep.nuisance import split_run_variant
 from transformer_jax.sweep.spec import Sweep
@@ -30,6 +29,10 @@ def base_values(
     """The base config's value of each of `keys` (dotted), its file found from the current
     directory or else from `cwd` (the sweep's launch directory); {} when it cannot be loaded
     (moved or renamed since the sweep ran). A key it lacks is left out."""
+    # Here, not at the top: defaults imports the datasets and the model configs (JAX, flax,
+    # grain, TFDS; seconds of start-up), which the sweep command needs only for this.
+    from transformer_jax import defaults
+
     path, _, arg = config_spec.partition(":")
     if not os.path.isfile(path) and cwd is not None:
         path = os.path.join(cwd, path)
