@@ -75,11 +75,6 @@ json.dump(results, sys.stdout)
 """
 
 
-def _run(module: str, *flags: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", module, *flags]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
-
-
 def _run_forked(cases: list[tuple[str, list[str]]]) -> list[tuple[int, str]]:
     """(exit status, stderr) of `python -m module argv...` for each case; see _FORKING_RUNNER."""
     command = [sys.executable, "-c", _FORKING_RUNNER]
@@ -144,44 +139,58 @@ def test_a_bad_flag_is_one_line_for_every_command():
         _assert_one_line_error(status, stderr, start)
 
 
-@pytest.mark.parametrize(
-    ("module", "flags", "message"),
-    [
-        (
-            "transformer_jax.main",
-            ["--config=configs/algorithmic.py:copy", "--config.data.batch_size=0"],
-            "main: error: data.batch_size=0 must be an integer >= 1",
-        ),
-        (
-            "transformer_jax.main",
-            ["--config=configs/algorithmic.py:copy", "--config.model.nonexistent=3"],
-            "main: error: --config.model.nonexistent: config.model has no field 'nonexistent'; "
-            "its fields: attention, d_model,",
-        ),
-        (
-            "transformer_jax.main",
-            ["--config=configs/algorithmic.py:copy", "--config.train.steps=abc"],
-            "main: error: flag --config.train.steps=abc: invalid literal for int()",
-        ),
-        (
-            "transformer_jax.main",
-            ["--config=configs/algorithmic.py:nosuch"],
-            "main: error: config argument 'nosuch' is not valid; valid: one of",
-        ),
-        ("transformer_jax.generate", ["--input=0 1"], "generate: error: --workdir="),
-        (
-            "transformer_jax.analysis.attention_maps",
-            ["--input=0 1", "--out=x.png"],
-            "attention_maps: error: --workdir=",
-        ),
-    ],
-)
-def test_user_errors_print_one_line(tmp_path, module, flags, message):
-    result = _run(module, f"--workdir={tmp_path / 'run'}", *flags)
-    assert result.returncode == USER_ERROR_EXIT_CODE, result.stderr[-2000:]
-    assert "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith(message), result.stderr[-2000:]
-    assert not (tmp_path / "run").exists()
+# (module, flags, the start of the error line): user errors found after the flags are parsed.
+USER_ERRORS = [
+    (
+        "transformer_jax.main",
+        ["--config=configs/algorithmic.py:copy", "--config.data.batch_size=0"],
+        "main: error: data.batch_size=0 must be an integer >= 1",
+    ),
+    (
+        "transformer_jax.main",
+        ["--config=configs/algorithmic.py:copy", "--config.model.nonexistent=3"],
+        "main: error: --config.model.nonexistent: config.model has no field 'nonexistent'; "
+        "its fields: attention, d_model,",
+    ),
+    (
+        "transformer_jax.main",
+        ["--config=configs/algorithmic.py:copy", "--config.train.steps=abc"],
+        "main: error: flag --config.train.steps=abc: invalid literal for int()",
+    ),
+    (
+        "transformer_jax.main",
+        ["--config=configs/algorithmic.py:nosuch"],
+        "main: error: config argument 'nosuch' is not valid; valid: one of",
+    ),
+    ("transformer_jax.generate", ["--input=0 1"], "generate: error: --workdir="),
+    (
+        "transformer_jax.analysis.attention_maps",
+        ["--input=0 1", "--out=x.png"],
+        "attention_maps: error: --workdir=",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def user_error_results(tmp_path_factory):
+    """USER_ERRORS, each with a --workdir of its own (not there before), run by _run_forked:
+    (workdir, (exit status, stderr)) per case."""
+    root = tmp_path_factory.mktemp("user_errors")
+    workdirs = [root / str(i) / "run" for i in range(len(USER_ERRORS))]
+    for workdir in workdirs:
+        workdir.parent.mkdir()
+    cases = [
+        (module, [f"--workdir={workdir}", *flags])
+        for workdir, (module, flags, _) in zip(workdirs, USER_ERRORS, strict=True)
+    ]
+    return list(zip(workdirs, _run_forked(cases), strict=True))
+
+
+@pytest.mark.parametrize(("module", "flags", "message"), USER_ERRORS)
+def test_user_errors_print_one_line(user_error_results, module, flags, message):
+    workdir, (status, stderr) = user_error_results[USER_ERRORS.index((module, flags, message))]
+    _assert_one_line_error(status, stderr, message)
+    assert not workdir.exists()
 
 
 @pytest.mark.parametrize(
