@@ -27,7 +27,9 @@ CASES = Path(__file__).with_name("parallel_cases.py")
 def run_case(devices: int, *args) -> dict:
     env = {
         **os.environ,
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+        # Added to the suite's flags (tests/conftest.py).
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} "
+        f"--xla_force_host_platform_device_count={devices}",
         "JAX_PLATFORMS": "cpu",
         "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]),
     }

@@ -300,7 +300,8 @@ def test_the_command_line_trains_a_group_into_seed_directories(tmp_path):
     # seed's run, evaluations and checkpoints equal the one-device group's (evaluation splits
     # each batch over the two devices, which sums in another order: 1e-5).
     command[4] = f"--workdir={tmp_path / 'group_on_2'}"
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    # Added to the suite's flags (tests/conftest.py), as the first group compiled with them.
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
     done = run([*command, "--seeds=0,3"])
     assert done.returncode == 0, done.stderr[-2000:]
     for seed in SEEDS:
