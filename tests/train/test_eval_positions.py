@@ -25,11 +25,21 @@ def _batch(seed: int) -> dict:
     return {"inputs": ids_BT, "targets": ids_BT, "example_weights": jnp.ones(4, jnp.float32)}
 
 
-def _state(model, seed: int) -> steps.TrainState:
+@functools.cache
+def _params(model):
+    """The model's parameters, initialised once per model (the same for every seed: the seed is
+    the state's key, which draws the evaluation positions)."""
     batch = _batch(0)
-    params = model.init(jax.random.PRNGKey(0), batch["inputs"], batch["targets"])["params"]
+    return model.init(jax.random.PRNGKey(0), batch["inputs"], batch["targets"])["params"]
+
+
+def _state(model, seed: int) -> steps.TrainState:
     return steps.TrainState(
-        step=jnp.int32(0), params=params, batch_stats={}, opt_state=(), rng=jax.random.PRNGKey(seed)
+        step=jnp.int32(0),
+        params=_params(model),
+        batch_stats={},
+        opt_state=(),
+        rng=jax.random.PRNGKey(seed),
     )
 
 
