@@ -10,6 +10,7 @@ from transformer_jax.sweep.nuisance import on_edge, settings
 from transformer_jax.sweep_dir import RunRecord
 
 LRS = (1e-3, 3e-3, 1e-2)
+LR, WARMUP = "train.learning_rate", "train.warmup_steps"
 
 
 def make_sweep(**changes) -> Sweep:
@@ -30,10 +31,19 @@ def make_sweep(**changes) -> Sweep:
 
 def make_runs(sweep, validation, test):
     """run variant -> records from validation / test: (variant, lr, seed) -> value."""
+    return make_runs_by_setting(
+        sweep,
+        lambda variant, setting, seed: validation(variant, setting[LR], seed),
+        lambda variant, setting, seed: test(variant, setting[LR], seed),
+    )
+
+
+def make_runs_by_setting(sweep, validation, test):
+    """run variant -> records from validation / test: (variant, setting, seed) -> value."""
     runs = {}
     for name in sweep.run_variants:
         variant, setting = name.split("/")
-        lr = sweep.settings[setting]["train.learning_rate"]
+        values = sweep.settings[setting]
         runs[name] = tuple(
             RunRecord(
                 name,
@@ -41,8 +51,8 @@ def make_runs(sweep, validation, test):
                 f"/runs/{name}/seed_{seed}",
                 "finished",
                 metrics={
-                    "validation": {"loss": validation(variant, lr, seed)},
-                    "test": {"seq_accuracy": test(variant, lr, seed)},
+                    "validation": {"loss": validation(variant, values, seed)},
+                    "test": {"seq_accuracy": test(variant, values, seed)},
                 },
             )
             for seed in sweep.seeds
@@ -203,3 +213,38 @@ def test_the_isolation_plot_names_its_axes_and_every_variant(tmp_path, monkeypat
     assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_xscale()) == (key, "validation/loss", "log")
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b"]
     assert not plots.plot_isolation({"a": []}, {"a": "a"}, key, "y", "t", str(tmp_path / "no.png"))
+
+
+def test_best_at_each_value_of_a_second_key_is_chosen_on_validation_alone():
+    grid = {"train.learning_rate": LRS, "train.warmup_steps": (0, 50)}
+    sweep = make_sweep(nuisance=grid, nuisance_default={LR: 1e-3, WARMUP: 50})
+
+    def validation(variant, setting, seed):
+        # "b" needs warmup: without it only the smallest rate trains, and worse than with it.
+        lr, warmup = setting[LR], setting[WARMUP]
+        if variant == "b" and warmup == 0:
+            return 0.5 + 0.1 * seed if lr == 1e-3 else 5.0
+        return abs(math.log10(lr / 3e-3)) + 0.1 * seed + (0.01 if warmup == 0 else 0.0)
+
+    def poisoned(variant, setting, seed):
+        return 10.0 * validation(variant, setting, seed)  # rewards what validation likes least
+
+    runs = make_runs_by_setting(sweep, validation, poisoned)
+    best = tuning.best_at_each_value(sweep, runs)
+    assert list(best) == [WARMUP]  # the learning rate is the plots' axis, not a question here
+    lr = {v: {w: sweep.settings[s][LR] for w, s in ch.items()} for v, ch in best[WARMUP].items()}
+    assert lr == {"a": {0: 3e-3, 50: 3e-3}, "b": {0: 1e-3, 50: 3e-3}}
+    lines = tuning.best_at_each_value_lines(sweep, runs)
+    assert "### Each variant's best at each value of `warmup_steps`" in lines
+    row_b = next(line for line in lines if line.startswith("| b |"))
+    # b without warmup: rate 1e-3, validation mean 0.6, test (poisoned) mean 6.0; with: 3e-3.
+    assert (
+        row_b == "| b | learning_rate=0.001 | 0.600 | 6.000 | learning_rate=0.003 | 0.100 | 1.000 |"
+    )
+    # One nuisance key: nothing to add.
+    assert (
+        tuning.best_at_each_value_lines(
+            make_sweep(), make_runs(make_sweep(), validation_loss, honest_test)
+        )
+        == []
+    )

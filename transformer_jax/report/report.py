@@ -193,6 +193,7 @@ def write_report(
         untuned_rows = summary.summarize(sweep, tuned.untuned, confidence)
         tuning_lines = ["", "## Tuning", ""]
         tuning_lines += tuning.section(sweep, tuned, rows, untuned_rows, digits, confidence)
+        tuning_lines += tuning.best_at_each_value_lines(sweep, by_run_variant, digits)
         figures += _isolation_plots(workdir, sweep, by_run_variant)
 
     lines = _header(resolved, sweep, rows, git_commit())

@@ -14,7 +14,9 @@ A diverged run scores worst. A choice is made only once every setting it chooses
 What tuning changed is reported beside the tuned tables: the chosen values with a flag when
 one sits at the edge of its grid, every metric at the shared default (the base config's values,
 the untuned sweep) beside the tuned one, and for every comparison whether its verdict (sign,
-`*`, `†`) is kept. The isolation plots (the Tuning Playbook's) draw select_on against the
+`*`, `†`) is kept. For a second nuisance key (warmup beside the learning rate), each
+variant's best at each of its values, so that "needs warmup" can be read as its own question.
+The isolation plots (the Tuning Playbook's) draw select_on against the
 learning rate, one line per variant.
 """
 
@@ -278,6 +280,88 @@ def section(
         f"above); {changed} changed under tuning.",
     ]
     return lines
+
+
+def best_at_each_value(
+    sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]
+) -> dict[str, dict[str, dict[object, str]]]:
+    """key -> variant -> value -> the setting chosen among those with key = value, as the
+    selection chooses (select_on alone, select_per="cell"), for every nuisance key but the
+    isolation plots' x axis; a value without a possible choice yet is left out.
+
+    "Does post-norm need warmup?" is a question about one nuisance key: compare the best the
+    variant reaches with and without it, each at its own learning rate.
+    """
+    x_key = LEARNING_RATE if LEARNING_RATE in sweep.nuisance else next(iter(sweep.nuisance))
+    out: dict[str, dict[str, dict[object, str]]] = {}
+    for key in sweep.nuisance:
+        if key == x_key:
+            continue
+        out[key] = {}
+        for variant in sweep.variants:
+            out[key][variant] = {}
+            for value in sweep.nuisance[key]:
+                scores = {
+                    s: {
+                        r.seed: score(r, sweep.select_on, sweep.select_mode)
+                        for r in runs[nuisance_lib.run_variant(variant, s)]
+                    }
+                    for s, setting in sweep.settings.items()
+                    if setting[key] == value
+                }
+                chosen = choose(scores, sweep.seeds, sweep.select_mode, "cell")
+                if chosen:
+                    out[key][variant][value] = chosen[sweep.seeds[0]]
+    return out
+
+
+def best_at_each_value_lines(
+    sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]], digits: int = 3
+) -> list[str]:
+    """A table per nuisance key (but the learning rate): each variant's best setting at each of
+    its values, with the mean select_on there and the first metric's mean, for reading a
+    nuisance key as a question of its own (Markdown lines; none for a one-key grid)."""
+    lines: list[str] = []
+    metric = sweep.metrics[0]
+    for key, by_variant in best_at_each_value(sweep, runs).items():
+        name = key.rpartition(".")[2]
+        header = ["Variant"]
+        for value in sweep.nuisance[key]:
+            header += [f"{name}={value}: best", f"`{sweep.select_on}`", f"`{metric}`"]
+        lines += [
+            "",
+            f"### Each variant's best at each value of `{name}`",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header),
+        ]
+        for variant, chosen in by_variant.items():
+            cells = [variant]
+            for value in sweep.nuisance[key]:
+                setting = chosen.get(value)
+                if setting is None:
+                    cells += ["pending", "", ""]
+                    continue
+                records = runs[nuisance_lib.run_variant(variant, setting)]
+                others = {k: v for k, v in sweep.settings[setting].items() if k != key}
+                cells += [_values(others)] + [
+                    _mean_of(records, m, digits) for m in (sweep.select_on, metric)
+                ]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines += [
+            "",
+            f"At each value of `{name}` the other nuisance values are chosen as the selection "
+            f"chooses (`{sweep.select_on}`, the best mean over seeds); `{metric}` is the mean "
+            "over the finished seeds of that setting, shown, not used to choose.",
+        ]
+    return lines
+
+
+def _mean_of(records: Sequence[RunRecord], metric: str, digits: int) -> str:
+    values = [v for r in records if r.status == "finished" and (v := r.metric(metric)) is not None]
+    diverged = sum(r.status == "diverged" for r in records)
+    text = f"{stats.mean(values):.{digits}f}" if values else "–"
+    return text + (f" ({diverged} diverged)" if diverged else "")
 
 
 def isolation_curves(
