@@ -70,20 +70,18 @@ on each run's final checkpoint (RUN/eval_positions/step_offset.json; a fresh dra
 reproducible per seed), and experiments/reports/table4.py reports both.
 
 Budget: at most 8 hours of a 2-core machine (--parallel=2) for copy and reverse, 3 variants x
-3 seeds. Not measured on an idle machine yet; estimated from CPU time per training step, measured
-under load (load average ~19 on 2 AMD EPYC cores), as a ratio to the project protocol's UT with
-offsets (d_model 64, 4 steps), whose idle wall time experiments/universal_table4.py gives (47
-minutes for 10,000 steps with 20 evaluations, ~0.28 s per step): the Transformer here costs 1.4
-times that UT per step (0.96 against 0.69 CPU-seconds), so ~0.4 s idle; the UT 4.7 times (3.25
-CPU-seconds), ~1.3 s; UT+ACT, at most 4 steps per stack, half the UT's block applications, ~0.7
-s (not measured); an evaluation ~15, 60 and 30 s. At TRAIN_STEPS = 3,000 a
-(task, seed) costs ~2.45 x 3,000 + 4 x 105 = ~7,800 run-seconds, the 6 of them ~13 run-hours,
-~6.5 hours at --parallel=2, inside the budget with room for the estimate's error. 3,000 steps
-stay inside tensor2tensor's 8,000-step warmup (peak rate 7.4e-4 at the last step, where
+3 seeds. Measured on copy (200 steps of each variant, each run pinned to one core with another
+run on the other core, as --parallel=2 runs them; 2-core AMD EPYC Zen 5, 2048^2 float32 matmul
+0.36 TFLOP/s under jax.jit; summary.json timing): a training step costs 0.27 s (Transformer),
+1.06 s (UT) and 0.52 s (UT+ACT); an evaluation of every split 39, 77 and 47 s; start-up and
+compiling ~30 s. At TRAIN_STEPS = 3,000 with an evaluation every 1,000 steps a (task, seed)
+costs 1.85 x 3,000 + 3 x 163 + 90 = ~6,100 run-seconds, the 6 of them ~10 run-hours, ~5.1
+hours at --parallel=2: inside the budget (on the Zen 3 kind, about twice slower, it is not).
+3,000 steps stay inside tensor2tensor's 8,000-step warmup (peak rate 7.4e-4 at the last step, where
 tensor2tensor reaches 2.0 x 128^-0.5 x 8,000^-0.5 = 2.0e-3): the seed-0 runs of copy come first
 (`--seeds=0`), and a UT that has not learned the training lengths (test token accuracy below
 0.99) by then says the budget, not the recipe, decides its row. Each run's summary.json records
-its wall_time_s, the measured figure that replaces this estimate:
+its wall_time_s, the full runs' own figure:
 
   python -m transformer_jax.sweep --sweep=experiments/universal_table4_t2t.py \
       --workdir=results/universal_table4_t2t/copy --parallel=2 --seed_groups=false
