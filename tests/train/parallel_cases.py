@@ -31,9 +31,11 @@ BATCH = 16
 
 
 @functools.cache
-def _initial():
-    """The model, its initial state (on the host) and the batch: built once per process, as
-    initialising traces the model (seconds); every case starts from the same values."""
+def setup():
+    """(initial state, batch, train step), built once per process, as initialising traces the
+    model (seconds). The state is host (NumPy) arrays, so each layout places a copy of its own
+    on its devices: a compiled step donates (deletes) the state it is given, which must not be
+    the one the next layout starts from."""
     cfg = tiny_model("decoder_only")
     train = tiny_sgd(learning_rate=0.5)
     model, optimizer = build_model(cfg), make_optimizer(train, cfg.d_model)
@@ -44,13 +46,6 @@ def _initial():
     state = jax.device_get(steps.init_state(model, optimizer, batch, jax.random.PRNGKey(0)))
     step = functools.partial(steps.train_step, model=model, optimizer=optimizer, label_smoothing=0)
     return state, batch, step
-
-
-def setup():
-    """(initial state, batch, train step). The state is host (NumPy) arrays, so each layout
-    places a copy of its own on its devices: a compiled step donates (deletes) the state it is
-    given, which must not be the one the next layout starts from."""
-    return _initial()
 
 
 def one_step(kind, *, fsdp=1, devices=None, accum=1):

@@ -102,6 +102,24 @@ def _missing(record: RunRecord, variant: str) -> RunRecord:
     return RunRecord(variant, record.seed, record.path, "missing")
 
 
+def _scores(
+    sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]], variant: str, settings: Sequence[str]
+) -> dict[str, dict[int, float | None]]:
+    """setting -> seed -> score (select_on alone) of one variant's runs at those settings."""
+    return {
+        s: {
+            r.seed: score(r, sweep.select_on, sweep.select_mode)
+            for r in runs[nuisance_lib.run_variant(variant, s)]
+        }
+        for s in settings
+    }
+
+
+def _x_key(sweep: Sweep) -> str:
+    """The isolation plots' x axis: the learning rate, or the first nuisance key without one."""
+    return LEARNING_RATE if LEARNING_RATE in sweep.nuisance else next(iter(sweep.nuisance))
+
+
 def select(sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]) -> Tuning:
     """Chooses every variant's setting from runs (run variant -> records, summary.read_runs).
 
@@ -113,10 +131,7 @@ def select(sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]) -> Tuning:
             s: {r.seed: r for r in runs[nuisance_lib.run_variant(variant, s)]}
             for s in sweep.settings
         }
-        scores = {
-            s: {seed: score(r, sweep.select_on, sweep.select_mode) for seed, r in rs.items()}
-            for s, rs in by_setting.items()
-        }
+        scores = _scores(sweep, runs, variant, sweep.settings)
         chosen[variant] = choose(scores, sweep.seeds, sweep.select_mode, sweep.select_per)
         first = by_setting[next(iter(by_setting))]
         tuned[variant] = tuple(
@@ -292,7 +307,7 @@ def best_at_each_value(
     "Does post-norm need warmup?" is a question about one nuisance key: compare the best the
     variant reaches with and without it, each at its own learning rate.
     """
-    x_key = LEARNING_RATE if LEARNING_RATE in sweep.nuisance else next(iter(sweep.nuisance))
+    x_key = _x_key(sweep)
     out: dict[str, dict[str, dict[object, str]]] = {}
     for key in sweep.nuisance:
         if key == x_key:
@@ -301,14 +316,8 @@ def best_at_each_value(
         for variant in sweep.variants:
             out[key][variant] = {}
             for value in sweep.nuisance[key]:
-                scores = {
-                    s: {
-                        r.seed: score(r, sweep.select_on, sweep.select_mode)
-                        for r in runs[nuisance_lib.run_variant(variant, s)]
-                    }
-                    for s, setting in sweep.settings.items()
-                    if setting[key] == value
-                }
+                at_value = [s for s, setting in sweep.settings.items() if setting[key] == value]
+                scores = _scores(sweep, runs, variant, at_value)
                 chosen = choose(scores, sweep.seeds, sweep.select_mode, "cell")
                 if chosen:
                     out[key][variant][value] = chosen[sweep.seeds[0]]
@@ -369,7 +378,7 @@ def isolation_curves(
 ) -> tuple[str, dict[str, list[tuple[float, float]]]]:
     """(x key, variant -> [(x, y)]): the mean over finished seeds of select_on at each value of
     the learning rate (or the first nuisance key), the best over the other nuisance keys."""
-    key = LEARNING_RATE if LEARNING_RATE in sweep.nuisance else next(iter(sweep.nuisance))
+    key = _x_key(sweep)
     sign = 1.0 if sweep.select_mode == "max" else -1.0
     out = {}
     for variant in sweep.variants:
