@@ -70,9 +70,11 @@ on each run's final checkpoint (RUN/eval_positions/step_offset.json; a fresh dra
 reproducible per seed), and experiments/reports/table4.py reports both.
 
 Budget: at most 8 hours of a 2-core machine (--parallel=2) for copy and reverse, 3 variants x
-3 seeds. Measured on copy (200 steps of each variant, each run pinned to one core with another
-run on the other core, as --parallel=2 runs them; 2-core AMD EPYC Zen 5, 2048^2 float32 matmul
-0.36 TFLOP/s under jax.jit; summary.json timing): a training step costs 0.27 s (Transformer),
+3 seeds. Measured on copy: `taskset -c 0|1 python -m transformer_jax.main
+--config=configs/universal_table4.py:copy` with a variant's overrides below and
+--config.train.steps=200, each run pinned to one core with another run on the other core, as
+--parallel=2 runs them (2-core AMD EPYC Zen 5, 2048^2 float32 matmul 0.36 TFLOP/s under
+jax.jit; the runs' summary.json timing): a training step costs 0.27 s (Transformer),
 1.06 s (UT) and 0.52 s (UT+ACT); an evaluation of every split 39, 77 and 47 s; start-up and
 compiling ~30 s. At TRAIN_STEPS = 3,000 with an evaluation every 1,000 steps a (task, seed)
 costs 1.85 x 3,000 + 3 x 163 + 90 = ~6,100 run-seconds, the 6 of them ~10 run-hours, ~5.1
