@@ -1,7 +1,7 @@
 """Shared test setup: strict rank promotion catches silent broadcasting bugs; the trainer's
 malloc settings (transformer_jax/train/host_memory.py), set before JAX starts its threads;
-unoptimised XLA:CPU code generation; and one persistent compilation cache for the session and
-the processes its tests start.
+unoptimised XLA:CPU code generation by its older emitters; and one persistent compilation cache
+for the session and the processes its tests start.
 
 Many tests train the same tiny models (tests/train/train_fixtures.py), and on XLA:CPU compiling
 them costs more than training them, so the session compiles each program once, as the runs of a
@@ -11,6 +11,8 @@ cache made here is deleted at the end of the session, so no run of the suite rea
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
 # The suite runs on the CPU (several devices are simulated where a test needs them). With libtpu
@@ -19,15 +21,31 @@ import tempfile
 # tests read; the AOT tests still get their TPU topologies with the CPU as the platform.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-# XLA:CPU runs LLVM's optimisations over every program it compiles, op-by-op ones included; the
-# suite's programs are tiny and mostly compiled, not run, so unoptimised code generation saves
-# about a quarter of the time of the model and trainer tests. It keeps IEEE semantics (no fast
-# math), and the processes the tests start inherit it (a test that sets device counts adds to
-# these flags). XLA_FLAGS that already choose a level win.
+
+def _xla_accepts(flag: str) -> bool:
+    """Whether this jaxlib's XLA knows `flag`: an unknown flag in XLA_FLAGS aborts the process
+    that starts XLA, so a child process tries it (about a second, once per session)."""
+    probe = subprocess.run(
+        [sys.executable, "-c", "import jax; jax.devices()"],
+        env={**os.environ, "XLA_FLAGS": flag},
+        capture_output=True,
+    )
+    return probe.returncode == 0
+
+
+# The suite's programs are tiny and mostly compiled, not run, and compiling dominates the
+# model and trainer tests. XLA:CPU runs LLVM's optimisations over every program it compiles,
+# op-by-op ones included: unoptimised code generation saves about a quarter of their time. Its
+# newer fusion emitters lower each fusion through MLIR, which costs more to compile than the
+# older emitters' direct LLVM IR (about 30% of a tiny train step's compile, 13% of the whole
+# suite); the older ones remain in the jaxlibs that still accept the flag. Both keep IEEE
+# semantics (no fast math), and the processes the tests start inherit them (a test that sets
+# device counts adds to these flags). XLA_FLAGS that already choose a level win.
 if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = " ".join(
-        [os.environ.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=0"]
-    ).strip()
+    _FLAGS = ["--xla_backend_optimization_level=0"]
+    if _xla_accepts("--xla_cpu_use_fusion_emitters=false"):
+        _FLAGS.append("--xla_cpu_use_fusion_emitters=false")
+    os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *_FLAGS]).strip()
 
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # Read by JAX when it is imported.
     _CACHE = tempfile.mkdtemp(prefix="transformer_jax_tests_compile_cache_")
