@@ -89,7 +89,7 @@ its wall_time_s, the full runs' own figure:
       --workdir=results/universal_table4_t2t/copy --parallel=2 --seed_groups=false
   python -m transformer_jax.sweep --sweep=experiments/universal_table4_t2t_reverse.py \
       --workdir=results/universal_table4_t2t/reverse --parallel=2 --seed_groups=false
-  for run in results/universal_table4_t2t/*/*/seed_*; do
+  for run in results/universal_table4_t2t/*/ut*/seed_*; do  # the Transformer reads plain
       python -m transformer_jax.analysis.reread_positions --workdir=$run \
           --eval_positions=step_offset --splits=test_long
   done

@@ -13,7 +13,8 @@ tensor2tensor's recipe's three (experiments/universal_table4_t2t.py).
 Two readings: the runs' own evaluation at plain positions (runs.csv), and, where the runs have
 been read again at random offsets (transformer_jax.analysis.reread_positions writes
 RUN/eval_positions/<mode>.json; --offsets names the mode, tensor2tensor's is step_offset), a
-second table from those files, as tensor2tensor's evaluation reads its UTs. Verdicts:
+second table from those files, as tensor2tensor's evaluation reads its UTs; a run trained at
+plain positions (tensor2tensor's Transformer) is read at plain positions in both. Verdicts:
 
 - Transformer: the paper's claim is that it fails at length 400. "reproduced" when none of our
   Transformer variants reaches the paper's UT sequence accuracy, i.e. it fails there as well;
@@ -62,8 +63,19 @@ def reread_metrics(record, reading: str) -> dict:
     return json.loads(path.read_text())["metrics"] if path.is_file() else {}
 
 
+def trained_at_plain_positions(record) -> bool:
+    """Whether the run trained at plain positions (its config.json). Such a run is read at plain
+    positions in either reading: tensor2tensor's Transformer adds the plain timing signal at
+    evaluation as in training (transformer.py hparams.pos="timing"), so its random-offset
+    reading is the plain one."""
+    path = Path(record.path) / "config.json"
+    if not path.is_file():
+        return False
+    return json.loads(path.read_text())["model"]["positional"]["train_positions"] == PLAIN
+
+
 def metric(record, name: str, reading: str) -> float | None:
-    if reading == PLAIN:
+    if reading == PLAIN or trained_at_plain_positions(record):
         return record.metric(name)
     split, _, key = name.partition("/")
     value = reread_metrics(record, reading).get(split, {}).get(key)

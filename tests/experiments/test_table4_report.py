@@ -78,6 +78,14 @@ def write_reread(path, variant: str, seed: int, char: float, seq: float, mode="s
     out.write_text(json.dumps({"eval_positions": mode, "metrics": metrics}))
 
 
+def write_config(path, variant: str, seed: int, train_positions: str):
+    """The run's config.json, as far as the report reads it."""
+    out = path / variant / f"seed_{seed}" / "config.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    positional = {"train_positions": train_positions, "eval_positions": "plain"}
+    out.write_text(json.dumps({"model": {"positional": positional}}))
+
+
 def test_random_offset_reading_is_a_second_table_with_its_own_verdicts(tmp_path):
     runs = {**T2T_BASE, "ut_act": [(0.30, 0.10), (0.31, 0.11), (0.32, 0.12)]}
     write_runs(tmp_path / "copy", runs)
@@ -93,3 +101,24 @@ def test_random_offset_reading_is_a_second_table_with_its_own_verdicts(tmp_path)
     assert row.endswith("| reproduced | reproduced |")
     # Another mode's files are not this reading.
     assert "## Read at" not in table4.table4(tmp_path, offsets="batch_offset")
+
+
+def test_a_run_trained_at_plain_positions_reads_plain_in_the_offset_table(tmp_path):
+    """tensor2tensor's Transformer is evaluated with the plain timing signal: without a reread
+    of its own, its offset-reading cell is its plain one, and the UT is compared with that."""
+    runs = {**T2T_BASE, "ut_act": [(0.30, 0.10), (0.31, 0.11), (0.32, 0.12)]}
+    write_runs(tmp_path / "copy", runs)
+    for seed, u in enumerate([0.91, 0.93, 0.90]):
+        write_config(tmp_path / "copy", "transformer", seed, "plain")
+        write_config(tmp_path / "copy", "ut", seed, "step_offset")
+        write_reread(tmp_path / "copy", "ut", seed, u, 0.3)
+    offsets = table4.table4(tmp_path).split("## Read at random positions")[1]
+    row = offsets.strip().splitlines()[-1]
+    assert "| 0.34 / 0.08 (n=3) | 0.91 / 0.30 (n=3) | – |" in row
+    assert row.endswith("| reproduced | reproduced |")
+    # A run trained at offsets has no plain stand-in: without its reread its cell is empty.
+    for seed in range(3):
+        (tmp_path / "copy" / "ut" / f"seed_{seed}" / "eval_positions" / "step_offset.json").unlink()
+    write_reread(tmp_path / "copy", "ut_act", 0, 0.5, 0.1)
+    row = table4.table4(tmp_path).split("## Read at random positions")[1].strip().splitlines()[-1]
+    assert "| 0.34 / 0.08 (n=3) | – | 0.50 / 0.10 (n=1) |" in row
