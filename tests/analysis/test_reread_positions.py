@@ -56,6 +56,19 @@ def test_command_line_writes_the_reading(copy_workdir):
     assert set(written["metrics"]) == {"test"}
 
 
+def test_a_reread_of_other_splits_keeps_the_splits_read_before(tmp_path):
+    out = tmp_path / "eval_positions" / "step_offset.json"
+    reading = {"eval_positions": "step_offset", "step": 30, "draw_seed": None}
+    reread_positions.save_reading(out, {**reading, "metrics": {"test_long": {"loss": 2.0}}})
+    reread_positions.save_reading(out, {**reading, "metrics": {"test": {"loss": 1.0}}})
+    written = json.loads(out.read_text())
+    assert written["metrics"] == {"test_long": {"loss": 2.0}, "test": {"loss": 1.0}}
+    # A reading of another checkpoint replaces the file: its splits are not mixed in.
+    later = {**reading, "step": 40, "metrics": {"test": {"loss": 0.5}}}
+    reread_positions.save_reading(out, later)
+    assert json.loads(out.read_text()) == later
+
+
 def test_unknown_split_and_untrained_scheme_are_one_line_errors(copy_workdir):
     for flag, message in (
         ("--splits=validation", "--splits=['validation'] are not evaluated"),

@@ -13,6 +13,8 @@ the same figures; --draw_seed replaces the run's key to see how much they move b
 
 Writes WORKDIR/eval_positions/<eval_positions>[_draw<k>].json: {"eval_positions", "step",
 "draw_seed", "metrics": {split: {metric: value}}}, which experiments/reports/table4.py reads.
+A reread of other splits adds them to the reading already there of the same checkpoint step
+(the file keeps every split read so far); one of another step replaces it.
 """
 
 import json
@@ -21,6 +23,7 @@ from pathlib import Path
 import jax
 from absl import app, flags
 
+from transformer_jax import run_dir
 from transformer_jax.analysis.flags import define_common_flags
 from transformer_jax.commands import one_line_errors, parse_flags
 from transformer_jax.layers.positional import EVAL_POSITIONS
@@ -88,16 +91,27 @@ def main(argv):
     run = load_run(fv.workdir, fv.step)
     metrics = reread(run, fv.eval_positions, splits=fv.splits, draw_seed=fv.draw_seed)
     out = out_path(fv.workdir, fv.eval_positions, fv.draw_seed)
-    out.parent.mkdir(exist_ok=True)
     record = {
         "eval_positions": fv.eval_positions,
         "step": int(run.state.step),
         "draw_seed": fv.draw_seed,
         "metrics": metrics,
     }
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    print(json.dumps(record, indent=2))
+    print(json.dumps(save_reading(out, record), indent=2))
     print(f"wrote {out}")
+
+
+def save_reading(out: Path, record: dict) -> dict:
+    """Writes `record` to `out` atomically, keeping the splits of the reading already there when
+    it is of the same checkpoint step (rereading one split never drops another); returns what
+    was written."""
+    if out.is_file():
+        before = json.loads(out.read_text())
+        if before.get("step") == record["step"]:
+            record = {**record, "metrics": {**before["metrics"], **record["metrics"]}}
+    out.parent.mkdir(exist_ok=True)
+    run_dir.write_json(out, record)
+    return record
 
 
 if __name__ == "__main__":
