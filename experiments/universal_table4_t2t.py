@@ -91,7 +91,7 @@ its wall_time_s, the full runs' own figure:
       --workdir=results/universal_table4_t2t/reverse --parallel=2 --seed_groups=false
   for run in results/universal_table4_t2t/*/ut*/seed_*; do  # the Transformer reads plain
       python -m transformer_jax.analysis.reread_positions --workdir=$run \
-          --eval_positions=step_offset --splits=test_long
+          --eval_positions=step_offset --splits=test,test_long
   done
   python -m experiments.reports.table4 --results=results/universal_table4_t2t
 """
