@@ -29,6 +29,7 @@ plain positions (tensor2tensor's Transformer) is read at plain positions in both
 """
 
 import argparse
+import functools
 import json
 from pathlib import Path
 
@@ -63,19 +64,20 @@ def reread_metrics(record, reading: str) -> dict:
     return json.loads(path.read_text())["metrics"] if path.is_file() else {}
 
 
-def trained_at_plain_positions(record) -> bool:
-    """Whether the run trained at plain positions (its config.json). Such a run is read at plain
-    positions in either reading: tensor2tensor's Transformer adds the plain timing signal at
-    evaluation as in training (transformer.py hparams.pos="timing"), so its random-offset
-    reading is the plain one."""
-    path = Path(record.path) / "config.json"
+@functools.cache
+def trained_at_plain_positions(run_path: str) -> bool:
+    """Whether the run at `run_path` trained at plain positions (its config.json, read once).
+    Such a run is read at plain positions in either reading: tensor2tensor's Transformer adds
+    the plain timing signal at evaluation as in training (transformer.py hparams.pos="timing"),
+    so its random-offset reading is the plain one."""
+    path = Path(run_path) / "config.json"
     if not path.is_file():
         return False
     return json.loads(path.read_text())["model"]["positional"]["train_positions"] == PLAIN
 
 
 def metric(record, name: str, reading: str) -> float | None:
-    if reading == PLAIN or trained_at_plain_positions(record):
+    if reading == PLAIN or trained_at_plain_positions(str(record.path)):
         return record.metric(name)
     split, _, key = name.partition("/")
     value = reread_metrics(record, reading).get(split, {}).get(key)
