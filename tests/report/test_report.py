@@ -185,6 +185,25 @@ def test_metric_absent_from_summaries_is_noted(tmp_path):
     assert "available: test/loss, test/seq_accuracy, train/loss" in text
 
 
+def test_a_metric_only_other_variants_log_is_one_short_note(tmp_path):
+    """ACT's ponder time, say: the variants without it are named, not given every metric."""
+    workdir = str(tmp_path)
+    sweep = Sweep(
+        config="configs/algorithmic.py",
+        variants={"a": {}, "b": {}},
+        seeds=(0,),
+        metrics=("test/seq_accuracy", "test/ponder"),
+        baseline="a",
+        description="d",
+    )
+    write_sweep_json(workdir, sweep)
+    write_run(workdir, "a", 0, "finished", _acc(0.5))
+    write_run(workdir, "b", 0, "finished", {"test": {"seq_accuracy": 0.6, "ponder": 3.0}})
+    text = _read(write_report(workdir))
+    assert "test/ponder is not logged by a (other variants log it)" in text
+    assert "available:" not in text
+
+
 def test_curve_aggregation_mean_min_max():
     curves = [([0, 10, 20], [3.0, 2.0, 1.0]), ([0, 10], [5.0, float("nan")])]
     steps, mean, lo, hi = plots._aggregate(curves)

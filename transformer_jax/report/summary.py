@@ -174,6 +174,17 @@ def summarize(
     return rows
 
 
+def _logged_by_another_variant(
+    metric: str, row: VariantSummary, rows: Sequence[VariantSummary]
+) -> bool:
+    return any(
+        r.status == "finished" and r.metric(metric) is not None
+        for other in rows
+        if other is not row
+        for r in other.runs
+    )
+
+
 def notes(sweep: Sweep, rows: Sequence[VariantSummary]) -> list[str]:
     """Warnings a reader of the table must see: failures, missing metrics, mixed code versions."""
     out = []
@@ -204,14 +215,20 @@ def notes(sweep: Sweep, rows: Sequence[VariantSummary]) -> list[str]:
         finished = [r for r in row.runs if r.status == "finished"]
         for m in sweep.metrics:
             lacking = [r for r in finished if r.metric(m) is None]
-            if lacking:
-                available = sorted(
-                    f"{split}/{key}" for split, ms in lacking[0].metrics.items() for key in ms
-                )
-                out.append(
-                    f"{m} is absent from {SUMMARY_FILE} of {len(lacking)} finished "
-                    f"run(s) of {row.name}; available: {', '.join(available) or 'none'}"
-                )
+            if not lacking:
+                continue
+            if len(lacking) == len(finished) and _logged_by_another_variant(m, row, rows):
+                # A metric of some variants only (ACT's ponder time, say): listing every metric
+                # this variant does log would bury the notes that matter.
+                out.append(f"{m} is not logged by {row.name} (other variants log it)")
+                continue
+            available = sorted(
+                f"{split}/{key}" for split, ms in lacking[0].metrics.items() for key in ms
+            )
+            out.append(
+                f"{m} is absent from {SUMMARY_FILE} of {len(lacking)} finished "
+                f"run(s) of {row.name}; available: {', '.join(available) or 'none'}"
+            )
     commits = sorted({r.git_commit for row in rows for r in row.runs if r.git_commit})
     if len(commits) > 1:
         out.append(f"runs were trained from different git commits: {', '.join(commits)}")
