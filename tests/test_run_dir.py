@@ -75,3 +75,12 @@ def test_config_records_the_git_commit(tmp_path):
 
 def test_git_commit_outside_a_repository_is_unknown(tmp_path):
     assert run_dir.git_commit(str(tmp_path)) == "unknown"
+
+
+def test_messages_show_a_run_inside_the_working_directory_relative_to_it(tmp_path, monkeypatch):
+    (tmp_path / "project").mkdir()
+    monkeypatch.chdir(tmp_path / "project")
+    assert run_dir.shown(tmp_path / "project" / "runs" / "copy") == os.path.join("runs", "copy")
+    assert run_dir.shown("runs/copy") == os.path.join("runs", "copy")
+    # A sibling whose name starts with the working directory's is outside it.
+    assert run_dir.shown(tmp_path / "project_b" / "run") == str(tmp_path / "project_b" / "run")

@@ -62,6 +62,15 @@ FINAL_STATUSES: tuple[Status, ...] = ("finished", "diverged")
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+def shown(path: str | os.PathLike) -> str:
+    """`path` as the trainer's messages print it: relative to the working directory when inside
+    it (a sweep passes its runs absolute paths), so a run.log committed with its results names
+    the run, not the machine it trained on."""
+    path = os.path.abspath(path)
+    inside = os.path.commonpath([path, os.getcwd()]) == os.getcwd()
+    return os.path.relpath(path) if inside else path
+
+
 def seed_dir(parent: str | os.PathLike, seed: int) -> str:
     """The run directory of `seed` among the seeds of one config: PARENT/seed_<seed>."""
     return os.path.join(parent, f"seed_{seed}")

@@ -153,7 +153,7 @@ class RunHost:
             loop = self.checkpointer.restore_loop_state(self.step)
             if self._changes and self.primary:
                 run_dir.record_resume(self.workdir, self.step, self._changes)
-            print(f"Resumed {self.workdir} at step {self.step}.", flush=True)
+            print(f"Resumed {run_dir.shown(self.workdir)} at step {self.step}.", flush=True)
         else:
             self.logger.truncate_after(0)  # Lines of a process killed before its first checkpoint.
             if self.primary:  # Nothing trained yet: this config is the run's.
@@ -213,7 +213,7 @@ class RunHost:
             early_stop = self.early_stop
             if early_stop is not None and early_stop.update(self.step, self.final_metrics):
                 print(
-                    f"Early stop of {self.workdir} at step {self.step}: "
+                    f"Early stop of {run_dir.shown(self.workdir)} at step {self.step}: "
                     f"{self.early_stop.summary()['reason']}.",
                     flush=True,
                 )
