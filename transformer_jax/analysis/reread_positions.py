@@ -105,10 +105,9 @@ def save_reading(out: Path, record: dict) -> dict:
     """Writes `record` to `out` atomically, keeping the splits of the reading already there when
     it is of the same checkpoint step (rereading one split never drops another); returns what
     was written."""
-    if out.is_file():
-        before = json.loads(out.read_text())
-        if before.get("step") == record["step"]:
-            record = {**record, "metrics": {**before["metrics"], **record["metrics"]}}
+    before = run_dir.read_json(out)
+    if before is not None and before.get("step") == record["step"]:
+        record = {**record, "metrics": {**before["metrics"], **record["metrics"]}}
     out.parent.mkdir(exist_ok=True)
     run_dir.write_json(out, record)
     return record
