@@ -2,6 +2,7 @@
 its HParams plugin's parsers."""
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -69,6 +70,26 @@ def test_rewriting_replaces_the_one_session(tmp_path):
         plugin_content(load(tmp_path), metadata.SESSION_END_INFO_TAG)
     )
     assert end.status == api_pb2.STATUS_SUCCESS
+
+
+def test_an_unchanged_session_is_left_as_it_is(tmp_path):
+    """A sweep rerun writes every finished run's session again: the same content (written at
+    another time) keeps its file, so committed results do not change; new content, or a logger
+    file named after the session, still replaces it."""
+
+    def write(**kwargs):
+        return hparams_lib.write_session(
+            tmp_path, {"seed": 0}, start_time=5.0, step=40, metrics={"test/loss": 0.5}, **kwargs
+        )
+
+    first = write(status="finished")
+    content = Path(first).read_bytes()
+    assert write(status="finished") == first
+    assert Path(first).read_bytes() == content
+    failed = write(status="failed")
+    assert failed != first and hparams_lib.session_files(tmp_path) == [failed]
+    (tmp_path / f"events.out.tfevents.{int(time.time()) + 100}.host.abc").write_bytes(b"")
+    assert write(status="failed") != failed
 
 
 def test_no_session_reads_as_none(tmp_path):

@@ -118,14 +118,24 @@ def write_session(
         end = plugin_data_pb2.SessionEndInfo(status=_STATUS[status], end_time_secs=now)
         events.append(event_pb2.Event(wall_time=now, step=int(step), summary=_end_summary(end)))
 
+    previous = session_files(run_path)
+    others = glob.glob(os.path.join(glob.escape(os.fspath(run_path)), "events.out.tfevents.*"))
+    # A sweep rerun to resume its other runs writes the session of every finished one again:
+    # an unchanged session still read last is left as it is, so results already committed do
+    # not change by a rerun.
+    if (
+        len(previous) == 1
+        and _stamp(previous[0]) == max(_stamp(path) for path in others)
+        and _session_content(_read_events(previous[0])) == _session_content(events)
+    ):
+        return previous[0]
+
     buffer = io.BytesIO()
     records = RecordWriter(buffer)
     for event in events:
         records.write(event.SerializeToString())
     # Named after every event file of the directory, the previous session's included:
     # TensorBoard reads a directory's event files in name order.
-    previous = session_files(run_path)
-    others = glob.glob(os.path.join(glob.escape(os.fspath(run_path)), "events.out.tfevents.*"))
     stamp = max([int(now)] + [_stamp(path) + 1 for path in others])
     path = os.path.join(os.fspath(run_path), f"events.out.tfevents.{stamp:010d}{SESSION_SUFFIX}")
     write_bytes(path, buffer.getvalue())
@@ -134,6 +144,33 @@ def write_session(
             with contextlib.suppress(FileNotFoundError):  # a concurrent writer removed it
                 os.remove(old)
     return path
+
+
+def _read_events(path: str) -> list[event_pb2.Event]:
+    """The events of a session file; none when it cannot be read (then it is written anew)."""
+    try:
+        return list(EventFileLoader(path).Load())
+    except Exception:  # whatever the damage, the file is written anew
+        return []
+
+
+def _session_content(events: list[event_pb2.Event]) -> list[tuple[int, str, Any]]:
+    """What a session says, without when it was written: (step, tag, content) of every summary
+    value, the session's start and end parsed (a map's serialized order is not kept) and the
+    end's own time cleared."""
+    content = []
+    for event in events:
+        for value in event.summary.value:
+            data = value.metadata.plugin_data.content
+            if value.tag == metadata.SESSION_START_INFO_TAG:
+                item = metadata.parse_session_start_info_plugin_data(data)
+            elif value.tag == metadata.SESSION_END_INFO_TAG:
+                item = metadata.parse_session_end_info_plugin_data(data)
+                item.end_time_secs = 0
+            else:
+                item = (data, value.tensor.SerializeToString())
+            content.append((event.step, value.tag, item))
+    return content
 
 
 def _stamp(path: str) -> int:
