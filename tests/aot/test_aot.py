@@ -40,14 +40,19 @@ def train_program(topology: str, **train) -> tuple:
     return plan, compile_programs(plan, decode=False)[0]
 
 
+# Each compile of the step costs 15-50 s on 2 CPU cores: the fast tier compiles it for one
+# chip; the 8-chip slice, its fsdp and pmap layouts are the slow tier's (test_parallel.py checks
+# the same layouts against one device on 8 simulated CPU devices in the fast tier).
+SLICE = pytest.mark.slow
+
+
 @pytest.mark.parametrize(
     "topology, train",
     [
         ("v5e:1x1", {}),
-        ("v5e:2x4", {}),
-        ("v5e:2x4", {"fsdp": 8}),
-        # Another compile of the same step on the same slice (minutes on 2 CPU cores in all).
-        pytest.param("v5e:2x4", {"parallelism": "pmap"}, marks=pytest.mark.slow),
+        pytest.param("v5e:2x4", {}, marks=SLICE),
+        pytest.param("v5e:2x4", {"fsdp": 8}, marks=SLICE),
+        pytest.param("v5e:2x4", {"parallelism": "pmap"}, marks=SLICE),
     ],
 )
 def test_train_step_compiles_with_real_memory_and_model_flops(topology, train):
@@ -60,6 +65,7 @@ def test_train_step_compiles_with_real_memory_and_model_flops(topology, train):
     assert program.flops * chips == pytest.approx(model, rel=0.1)
 
 
+@SLICE
 def test_fsdp_shards_the_state_over_the_chips():
     """Parameters and optimizer state split 8 ways: the arguments shrink about 8 times."""
     (_, replicated), (_, sharded) = train_program("v5e:2x4"), train_program("v5e:2x4", fsdp=8)
