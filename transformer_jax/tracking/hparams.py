@@ -9,9 +9,9 @@ the hparams and metrics of whatever directories `--logdir` spans (one sweep, sev
 
 So that a run is one session however often it is written (at its start, at its end, again by a
 resumed process or by a report rebuilt later), the session lives in one file,
-`events.out.tfevents.<time>.hparams`, replaced (written anew, the older one deleted) each time:
-the plugin keeps the first session_start_info it reads in a directory, so two files would
-leave the stale one in force. Its name sorts after the logger's event files of the same
+`events.out.tfevents.<time>.hparams`, replaced (written anew, the older one deleted) each time
+it changes: the plugin keeps the first session_start_info it reads in a directory, so two files
+would leave the stale one in force. Its name sorts after the logger's event files of the same
 directory, which TensorBoard reads in name order.
 
 With `metrics` (the final metrics of summary.json, or of a report's runs.csv for a run directory
@@ -94,7 +94,8 @@ def write_session(
     step: int = 0,
     metrics: Mapping[str, float] | None = None,
 ) -> str:
-    """Writes (replaces) the HParams session of the run directory `run_path`; returns its file.
+    """Writes (replaces) the HParams session of the run directory `run_path`; returns its file,
+    the one already there when it says the same and is still read last.
 
     hparams: name -> value (`hparam_value` converts each). start_time: seconds since the epoch
     when the run started (now when None). status: the run's outcome ("finished", "diverged",
