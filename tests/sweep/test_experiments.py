@@ -45,11 +45,11 @@ def test_shipped_sweep_loads_and_every_variant_builds(name, monkeypatch):
         ("length_generalization_ruoss.py", "batch_eval"),
     ],
 )
-def test_issue16_sweeps_run_quick_and_log_every_metric_they_report(
+def test_faithful_protocol_sweeps_run_quick_and_log_every_metric_they_report(
     name, variant, tmp_path, monkeypatch
 ):
-    """The --quick path of the #16 sweeps: a shrunk run of their most involved variant trains,
-    and its summary holds every metric the sweep's report reads."""
+    """The --quick path of the Table 4 and length-generalisation sweeps: a shrunk run of their
+    most involved variant trains, and its summary holds every metric the sweep's report reads."""
     from transformer_jax.train.trainer import train_and_evaluate
 
     monkeypatch.chdir(REPO)
