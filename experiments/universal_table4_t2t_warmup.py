@@ -23,17 +23,18 @@ import dataclasses
 import runpy
 from pathlib import Path
 
-T2T_WARMUP_STEPS = 8_000  # models/transformer.py:1851
 WARMUP_STEPS = 1_000
-FITTED_WARMUP = {
-    "train.warmup_steps": WARMUP_STEPS,
-    # The rsqrt schedule peaks at learning_rate x d_model^-0.5 x warmup^-0.5: the same peak.
-    "train.learning_rate": 2.0 * (WARMUP_STEPS / T2T_WARMUP_STEPS) ** 0.5,
-}
 
 
 def get_sweep():
-    path = Path(__file__).with_name("universal_table4_t2t.py")
-    base = runpy.run_path(str(path))["make_sweep"]("copy")
-    variants = {name: {**overrides, **FITTED_WARMUP} for name, overrides in base.variants.items()}
+    t2t = runpy.run_path(str(Path(__file__).with_name("universal_table4_t2t.py")))
+    recipe = t2t["RECIPE"]  # tensor2tensor's rate constant and warmup (models/transformer.py:1851)
+    fitted_warmup = {
+        "train.warmup_steps": WARMUP_STEPS,
+        # The rsqrt schedule peaks at learning_rate x d_model^-0.5 x warmup^-0.5: the same peak.
+        "train.learning_rate": recipe["train.learning_rate"]
+        * (WARMUP_STEPS / recipe["train.warmup_steps"]) ** 0.5,
+    }
+    base = t2t["make_sweep"]("copy")
+    variants = {name: {**overrides, **fitted_warmup} for name, overrides in base.variants.items()}
     return dataclasses.replace(base, variants=variants, description="")
