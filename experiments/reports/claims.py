@@ -1,0 +1,446 @@
+"""The README's claims table as one family: every Δ it cites, Holm-corrected together.
+
+  python -m experiments.reports.claims --results=results
+
+Each sweep's report corrects its own table (Holm over that report's comparisons); the README
+quotes about forty of those Δs side by side, and a reader takes them as one body of evidence.
+This recomputes each quoted Δ from the sweep's committed runs.csv (paired by seed; a tuned
+sweep's cells at their chosen settings, read from selection.csv), adjusts the p-values with
+Holm over the whole family, and gives each comparison a verdict against a declared margin:
+
+- *different*: the 95% interval excludes 0 (`†` when it also survives the family's Holm);
+- *equivalent*: the 90% interval lies inside ±margin (two one-sided t-tests at 5%);
+- *inconclusive*: neither;
+- *saturated*: both cells' means lie within the margin of the metric's bound (1 for
+  accuracies, 0 for losses): the task cannot discriminate the cells on this metric.
+
+Writes RESULTS/claims/claims.md and claims.csv. The family is CLAIMS below; a row names the
+README row it backs, the sweep, the metric and the cells (variant names of runs.csv).
+"""
+
+import argparse
+import csv
+import dataclasses
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from transformer_jax.report import stats
+from transformer_jax.sweep_dir import read_runs_csv
+
+SEQ, TOKEN_LONG, LOSS = "test/seq_accuracy", "test_long/token_accuracy", "test/loss"
+ATTENTION_MAX = "test/attention_max_prob/encoder/layer_0/self_attention"
+# Declared before looking at the family's verdicts: a 2-point accuracy difference (about the
+# seed spread of the untuned cells) and 0.02 nats of test loss are what these small models
+# could not be told apart by at three seeds anyway.
+MARGINS = {SEQ: 0.02, TOKEN_LONG: 0.02, LOSS: 0.02, ATTENTION_MAX: 0.02}
+BOUNDS = {SEQ: 1.0, TOKEN_LONG: 1.0, LOSS: 0.0}
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One Δ the README's claims table cites: cell `variant` minus cell `baseline`.
+
+    `warmup` (tuned normalization only) compares a cell's best setting without warmup against
+    its best with 50 steps, each chosen on mean validation loss (the report's "best at each
+    value"); otherwise a tuned sweep's cells are read at their chosen settings.
+    """
+
+    row: str
+    sweep: str
+    metric: str
+    variant: str
+    baseline: str
+    label: str
+    warmup: bool = False
+
+
+def _claims() -> tuple[Claim, ...]:
+    scale = "Without 1/sqrt(d_k) learning suffers"
+    temperature = "Any large temperature works"
+    order = "Without positions word order is invisible"
+    rotary = "Rotary generalises to longer inputs"
+    warmup = "Post-norm needs warmup, pre-norm does not"
+    norms = "RMSNorm and DyT replace LayerNorm"
+    residual = "Residuals make training work"
+    rows = [
+        (scale, "attention_scale", SEQ, "none", "sqrt_dk", "none − sqrt_dk, d_k 16"),
+        (scale, "attention_scale", SEQ, "dk64_none", "dk64_sqrt_dk", "none − sqrt_dk, d_k 64"),
+        (scale, "attention_scale_tuned", SEQ, "none", "sqrt_dk", "none − sqrt_dk, d_k 16"),
+        (scale, "attention_scale_tuned", LOSS, "none", "sqrt_dk", "none − sqrt_dk, d_k 16"),
+        (scale, "attention_scale_tuned", TOKEN_LONG, "none", "sqrt_dk", "none − sqrt_dk, d_k 16"),
+        (
+            scale,
+            "attention_scale_tuned",
+            SEQ,
+            "dk64_none",
+            "dk64_sqrt_dk",
+            "none − sqrt_dk, d_k 64",
+        ),
+        (temperature, "attention_scale", SEQ, "constant_9487", "sqrt_dk", "sqrt(9487) − sqrt_dk"),
+        (
+            temperature,
+            "attention_scale_tuned",
+            SEQ,
+            "constant_9487",
+            "sqrt_dk",
+            "sqrt(9487) − sqrt_dk",
+        ),
+        (
+            temperature,
+            "attention_scale_tuned",
+            LOSS,
+            "constant_9487",
+            "sqrt_dk",
+            "sqrt(9487) − sqrt_dk",
+        ),
+        (
+            temperature,
+            "attention_scale_tuned",
+            TOKEN_LONG,
+            "constant_9487",
+            "sqrt_dk",
+            "sqrt(9487) − sqrt_dk",
+        ),
+        (
+            temperature,
+            "attention_scale_tuned",
+            ATTENTION_MAX,
+            "constant_9487",
+            "sqrt_dk",
+            "sqrt(9487) − sqrt_dk",
+        ),
+        (order, "positional", SEQ, "none", "sinusoidal", "none − sinusoidal"),
+        (order, "positional_tuned", SEQ, "none", "sinusoidal", "none − sinusoidal"),
+        (rotary, "positional", TOKEN_LONG, "rotary", "sinusoidal", "rotary − sinusoidal"),
+        (rotary, "positional_tuned", TOKEN_LONG, "rotary", "sinusoidal", "rotary − sinusoidal"),
+        (rotary, "positional_tuned", TOKEN_LONG, "none", "sinusoidal", "none − sinusoidal"),
+        (rotary, "positional_tuned", TOKEN_LONG, "learned", "sinusoidal", "learned − sinusoidal"),
+        (rotary, "positional_tuned", SEQ, "learned", "sinusoidal", "learned − sinusoidal"),
+        (
+            warmup,
+            "normalization",
+            SEQ,
+            "post_layernorm_no_warmup",
+            "post_layernorm",
+            "no warmup − 50, post, 2+2",
+        ),
+        (
+            warmup,
+            "normalization",
+            SEQ,
+            "pre_layernorm_no_warmup",
+            "pre_layernorm",
+            "no warmup − 50, pre, 2+2",
+        ),
+        (
+            warmup,
+            "normalization",
+            SEQ,
+            "post_layernorm_no_warmup_6_layers",
+            "post_layernorm_6_layers",
+            "no warmup − 50, post, 6+6",
+        ),
+        (
+            warmup,
+            "normalization",
+            SEQ,
+            "pre_layernorm_no_warmup_6_layers",
+            "pre_layernorm_6_layers",
+            "no warmup − 50, pre, 6+6",
+        ),
+        (
+            warmup,
+            "normalization",
+            SEQ,
+            "pre_layernorm_6_layers",
+            "post_layernorm_6_layers",
+            "pre − post, 6+6",
+        ),
+        (
+            warmup,
+            "normalization_tuned",
+            SEQ,
+            "pre_layernorm_6_layers",
+            "post_layernorm_6_layers",
+            "pre − post, 6+6",
+        ),
+        (
+            norms,
+            "normalization",
+            SEQ,
+            "post_rmsnorm",
+            "post_layernorm",
+            "RMSNorm − LayerNorm, post",
+        ),
+        (norms, "normalization", SEQ, "pre_dyt", "pre_layernorm", "DyT − LayerNorm, pre"),
+        (
+            norms,
+            "normalization_tuned",
+            SEQ,
+            "post_rmsnorm",
+            "post_layernorm",
+            "RMSNorm − LayerNorm, post",
+        ),
+        (norms, "normalization_tuned", SEQ, "pre_dyt", "pre_layernorm", "DyT − LayerNorm, pre"),
+        (
+            norms,
+            "normalization_tuned",
+            SEQ,
+            "pre_none",
+            "pre_layernorm",
+            "no norm − LayerNorm, pre",
+        ),
+        (
+            norms,
+            "normalization_tuned",
+            TOKEN_LONG,
+            "pre_dyt",
+            "pre_layernorm",
+            "DyT − LayerNorm, pre",
+        ),
+        (
+            norms,
+            "normalization_tuned",
+            TOKEN_LONG,
+            "pre_none",
+            "pre_layernorm",
+            "no norm − LayerNorm, pre",
+        ),
+        (
+            residual,
+            "normalization",
+            SEQ,
+            "post_layernorm_no_residual",
+            "post_layernorm",
+            "no residual − residual",
+        ),
+        (
+            residual,
+            "normalization_tuned",
+            SEQ,
+            "post_layernorm_no_residual",
+            "post_layernorm",
+            "no residual − residual",
+        ),
+        ("One head is worse than several", "heads", SEQ, "heads_1", "heads_4", "1 head − 4 heads"),
+    ]
+    claims = [Claim(*row) for row in rows]
+    for cell in (
+        "post_layernorm",
+        "pre_layernorm",
+        "post_layernorm_6_layers",
+        "pre_layernorm_6_layers",
+    ):
+        for metric in (SEQ, LOSS):
+            label = f"best without − best with warmup, {cell.replace('_', ' ')}"
+            claims.append(
+                Claim(warmup, "normalization_tuned", metric, cell, cell, label, warmup=True)
+            )
+    return tuple(claims)
+
+
+CLAIMS = _claims()
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    claim: Claim
+    variant_mean: float
+    baseline_mean: float
+    ci95: stats.PairedDifference
+    ci90: stats.PairedDifference
+    margin: float
+    p_family: float = math.nan
+
+    @property
+    def saturated(self) -> bool:
+        bound = BOUNDS.get(self.claim.metric)
+        return bound is not None and all(
+            abs(m - bound) <= self.margin for m in (self.variant_mean, self.baseline_mean)
+        )
+
+    @property
+    def word(self) -> str:
+        if self.ci95.excludes_zero:
+            return "different"
+        if -self.margin < self.ci90.low and self.ci90.high < self.margin:
+            return "equivalent"
+        return "inconclusive"
+
+
+def _records(sweep_dir: Path):
+    return read_runs_csv(str(sweep_dir / "runs.csv"), str(sweep_dir)).values()
+
+
+def _by_seed(records, variant: str, metric: str) -> dict[int, float]:
+    return {
+        r.seed: r.metric(metric)
+        for r in records
+        if r.variant == variant and r.status == "finished" and r.metric(metric) is not None
+    }
+
+
+def _chosen(sweep_dir: Path) -> dict[str, str]:
+    """Cell -> its chosen setting, from the tuned report's selection.csv."""
+    with open(sweep_dir / "selection.csv", newline="") as f:
+        return {row["variant"]: row["setting"] for row in csv.DictReader(f)}
+
+
+def _best_setting(records, cell: str, warmup_steps: int) -> str:
+    """The setting with the lowest mean validation loss among the cell's at this warmup."""
+    means: dict[str, list[float]] = {}
+    for r in records:
+        variant, _, setting = r.variant.partition("/")
+        if variant != cell or not setting.endswith(f"_warmup_steps-{warmup_steps}"):
+            continue
+        loss = r.metric("validation/loss")
+        if r.status == "finished" and loss is not None and math.isfinite(loss):
+            means.setdefault(setting, []).append(loss)
+    return min(means, key=lambda s: statistics.fmean(means[s]))
+
+
+def _cells(claim: Claim, sweep_dir: Path, records) -> tuple[str, str]:
+    """The two runs.csv variant names a claim compares."""
+    if claim.warmup:
+        return (
+            f"{claim.variant}/{_best_setting(records, claim.variant, 0)}",
+            f"{claim.baseline}/{_best_setting(records, claim.baseline, 50)}",
+        )
+    if (sweep_dir / "selection.csv").exists():
+        chosen = _chosen(sweep_dir)
+        return (
+            f"{claim.variant}/{chosen[claim.variant]}",
+            f"{claim.baseline}/{chosen[claim.baseline]}",
+        )
+    return claim.variant, claim.baseline
+
+
+def evaluate(results: Path, claims: Sequence[Claim] = CLAIMS) -> list[Verdict]:
+    """Each claim's Δ, its 95% and 90% intervals and the family's Holm-adjusted p-values."""
+    cache: dict[str, list] = {}
+    verdicts = []
+    for claim in claims:
+        sweep_dir = results / claim.sweep
+        records = cache.setdefault(claim.sweep, list(_records(sweep_dir)))
+        variant, baseline = _cells(claim, sweep_dir, records)
+        a = _by_seed(records, variant, claim.metric)
+        b = _by_seed(records, baseline, claim.metric)
+        if len(a) < 2 or len(b) < 2:
+            raise ValueError(f"{claim.sweep}: {variant} or {baseline} has no {claim.metric} runs")
+        verdicts.append(
+            Verdict(
+                claim,
+                statistics.fmean(a.values()),
+                statistics.fmean(b.values()),
+                stats.paired_difference(a, b, 0.95),
+                stats.paired_difference(a, b, 0.90),
+                MARGINS[claim.metric],
+            )
+        )
+    adjusted = stats.holm([v.ci95.p_value for v in verdicts])
+    return [dataclasses.replace(v, p_family=p) for v, p in zip(verdicts, adjusted, strict=True)]
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.3f}"
+
+
+def _verdict_text(v: Verdict) -> str:
+    word = v.word + ("†" if v.word == "different" and v.p_family <= 0.05 else "")
+    return word + (", saturated" if v.saturated else "")
+
+
+def markdown(verdicts: Sequence[Verdict], command: str) -> str:
+    lines = [
+        "# The README's claims as one family",
+        "",
+        f"`{command}` (experiments/reports/claims.py): {len(verdicts)} comparisons, each",
+        "recomputed from its sweep's runs.csv, paired by seed; tuned sweeps at their chosen",
+        "settings. Verdicts: *different* (95% CI excludes 0; † also survives Holm over this whole",
+        "family), *equivalent* (90% CI inside ±margin), *inconclusive*; *saturated*: both cells",
+        "within the margin of the metric's bound (1 for accuracies, 0 for losses), where the",
+        "task cannot tell the cells apart. Margins: "
+        + ", ".join(f"{m} {x}" for m, x in MARGINS.items())
+        + ".",
+        "",
+        "| claim | sweep | metric | comparison | cells | Δ [95% CI] | 90% CI | p "
+        "| p, Holm over the family | verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for v in verdicts:
+        c = v.claim
+        lines.append(
+            f"| {c.row} | {c.sweep} | {c.metric} | {c.label} | "
+            f"{v.variant_mean:.3f} vs {v.baseline_mean:.3f} | "
+            f"{_signed(v.ci95.mean)} [{_signed(v.ci95.low)}, {_signed(v.ci95.high)}] | "
+            f"[{_signed(v.ci90.low)}, {_signed(v.ci90.high)}] | {v.ci95.p_value:.2g} | "
+            f"{v.p_family:.2g} | {_verdict_text(v)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write(results: Path, verdicts: Sequence[Verdict], command: str) -> Path:
+    out = results / "claims"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "claims.md").write_text(markdown(verdicts, command))
+    fields = [
+        "row",
+        "sweep",
+        "metric",
+        "comparison",
+        "variant_mean",
+        "baseline_mean",
+        "diff",
+        "ci95_low",
+        "ci95_high",
+        "ci90_low",
+        "ci90_high",
+        "n_paired",
+        "p",
+        "p_holm_family",
+        "margin",
+        "verdict",
+        "saturated",
+    ]
+    with open(out / "claims.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(fields)
+        for v in verdicts:
+            c = v.claim
+            writer.writerow(
+                [
+                    c.row,
+                    c.sweep,
+                    c.metric,
+                    c.label,
+                    v.variant_mean,
+                    v.baseline_mean,
+                    v.ci95.mean,
+                    v.ci95.low,
+                    v.ci95.high,
+                    v.ci90.low,
+                    v.ci90.high,
+                    v.ci95.n,
+                    v.ci95.p_value,
+                    v.p_family,
+                    v.margin,
+                    v.word,
+                    v.saturated,
+                ]
+            )
+    return out / "claims.md"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", default="results", help="the committed results folder")
+    args = parser.parse_args(argv)
+    results = Path(args.results)
+    command = f"python -m experiments.reports.claims --results={args.results}"
+    print(write(results, evaluate(results), command).read_text())
+
+
+if __name__ == "__main__":
+    main()
