@@ -10,7 +10,7 @@ from data_fixtures import all_rows, small_config
 from transformer_jax.data import load_dataset
 from transformer_jax.data.char_lm import SHAKESPEARE_SHA256
 
-TEXT = "".join(f"FIRST CITIZEN {i}:\nBefore we proceed any further, hear me speak.\n\n" for i in range(40))
+TEXT = "".join(f"CITIZEN {i}:\nBefore we proceed any further, hear me.\n\n" for i in range(40))
 
 
 def _config(tmp_path, text: str = TEXT, **overrides):
