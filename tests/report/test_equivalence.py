@@ -12,7 +12,7 @@ from scipy import stats as scipy_stats
 
 from transformer_jax.report import equivalence, stats
 from transformer_jax.report.report import write_report
-from transformer_jax.sweep import Sweep
+from transformer_jax.sweep import Factor, Sweep
 
 BASE = {0: 1.00, 1: 1.10, 2: 0.95, 3: 1.05}
 
@@ -130,3 +130,30 @@ def test_the_report_gives_every_comparison_its_verdict_and_flags_the_ceiling(tmp
     accuracy = rows[("test/seq_accuracy", "same − base")]
     assert accuracy["saturated"] == "True" and float(accuracy["margin"]) == 0.01
     assert report.count(equivalence.SATURATED) >= 2  # the legend and at least one row
+
+
+def test_a_factorial_sweep_gets_verdicts_for_its_effects_and_interactions(tmp_path):
+    workdir = str(tmp_path / "sweep")
+    sweep = Sweep(
+        config="configs/fake.py",
+        factors=(
+            Factor("scale", {"sqrt": {}, "none": {"model.x": 1}}),
+            Factor("depth", {"d2": {}, "d6": {"model.y": 6}}),
+        ),
+        seeds=(0, 1, 2),
+        metrics=("test/loss",),
+        equivalence_margins={"test/loss": 0.05},
+    )
+    write_sweep_json(workdir, sweep)
+    shift = {"sqrt_d2": 0.0, "none_d2": 0.5, "sqrt_d6": 0.001, "none_d6": 0.501}
+    for variant, offset in shift.items():
+        for seed in sweep.seeds:
+            metrics = {"test": {"loss": 1.0 + 0.01 * seed + offset + 0.001 * (seed == 1)}}
+            write_run(workdir, variant, seed, "finished", metrics)
+    write_report(workdir)
+    with open(tmp_path / "sweep" / equivalence.EQUIVALENCE_CSV) as f:
+        rows = {(r["comparison"], r["held_fixed"]): r for r in csv.DictReader(f)}
+    assert rows[("scale: none − sqrt", "depth=d2")]["verdict"] == equivalence.DIFFERENT
+    interaction = next(r for (label, _), r in rows.items() if "×" in label)
+    assert len(interaction["means"].split()) == 4  # the four cells of the 2x2
+    assert float(interaction["tost_high"]) < 0.05 and float(interaction["tost_low"]) > -0.05
