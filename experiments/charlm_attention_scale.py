@@ -16,9 +16,10 @@ Budget (2 CPU cores, measured with `python -m transformer_jax.main
 the 2 cores); the same model trained at 29 ms/step at load 1.4 (a 1,500-step run, 59 s wall),
 so a 1,000-step run there takes ~45 s (10 s start and compile, 29 s training, 5 s for the ten
 evaluations). Its validation loss at steps 700-1,000: 1.982, 1.953, 1.932, 1.927, still
-falling. 8 cells x (3 rates x 2 warmups x 3 seeds + 3
-confirmation seeds) = 168 runs x 45 s = 7,560 s = 2.1 h. The three character-LM sweeps
-together: 7,560 + 4,725 (positional) + 23,310 (normalization) = 35,595 s = 9.9 h.
+falling. 8 cells x (3 rates x 2 warmups x 3 seeds + 3 confirmation seeds) = 168 runs x 45 s
+= 7,560 s = 2.1 h. The three character-LM sweeps together: 7,560 + 4,725 (positional) + 23,310
+(normalization) = 35,595 s = 9.9 h of the 10 allowed; the seed groups the sweep runner trains
+by default share one start and compile among a cell's seeds, which leaves more slack.
 """
 
 import math
