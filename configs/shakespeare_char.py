@@ -11,37 +11,35 @@ test. Unlike the algorithmic tasks, no variant reaches a bound here: after 1,000
 validation loss is still falling (experiments/charlm_attention_scale.py gives the curve and
 the cost), so variants can still differ.
 
-A 2-layer pre-norm decoder with d_model=64 (4 heads, d_k=16), GELU, learned positions and no
-dropout (one pass over ~1/30 of the training windows cannot overfit), sized so that one run
-takes under a minute on 2 CPU cores (the sweep files in experiments/charlm_*.py give the
-measured cost).
+configs/char_lm.py's GPT-2-style model (pre-norm, GELU, untied output, learned positions),
+shrunk to 2 layers of d_model=64 (4 heads, d_k=16) without dropout (1,000 steps see ~1/30 of
+the training windows once: nothing to overfit), so that one run takes under a minute on 2 CPU
+cores.
 """
 
 import os
+import runpy
+from pathlib import Path
 
-from transformer_jax import defaults
+from transformer_jax import data, defaults
 
 PATH_VARIABLE = "TINY_SHAKESPEARE"  # environment variable holding the path of input.txt
 
 
 def get_config(arg: str | None = None):
-    config = defaults.base_config("shakespeare_char")
+    config = runpy.run_path(str(Path(__file__).with_name("char_lm.py")))["get_config"]()
+    config.data = data.default_data_config("shakespeare_char")
     config.data.path = os.environ.get(PATH_VARIABLE, "")  # input.txt of karpathy/char-rnn
     config.data.seq_len = 64  # characters per training window
     config.data.batch_size = 32  # windows per step: 2,048 characters
-    m = config.model
-    m.update(family="decoder_only", d_model=64, num_decoder_layers=2, dropout_rate=0.0)
-    m.attention.num_heads = 4
-    m.ffn.update(d_ff=256, activation="gelu")
-    m.norm.position = "pre"
-    m.embeddings.update(tie_output=False, scale=False)
-    m.positional.kind = "learned"
+    config.model.update(d_model=64, num_decoder_layers=2, dropout_rate=0.0)
+    config.model.ffn.d_ff = 256
     config.train.update(
         steps=1000,
         learning_rate=3e-3,  # peak of the cosine schedule
         warmup_steps=100,
         log_every=50,
-        eval_every=100,  # ten evaluations: validation/mean_loss averages them
+        eval_every=100,  # ten evaluations: mean_loss averages them
         checkpoint_every=500,
         eval_examples=512,  # windows of 64 characters per eval split: 32,768 of ~55,800
         # steps_to_threshold: the first evaluation at loss <= 2.0 nats per character, which

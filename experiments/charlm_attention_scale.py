@@ -22,9 +22,10 @@ falling. 8 cells x (3 rates x 2 warmups x 3 seeds + 3 confirmation seeds) = 168 
 by default share one start and compile among a cell's seeds, which leaves more slack.
 """
 
-import math
+import runpy
+from pathlib import Path
 
-from transformer_jax.sweep import Factor, Sweep
+from transformer_jax.sweep import Sweep
 
 CONFIG = "configs/shakespeare_char.py"
 # Peak learning rates spanning 10x around the config's 3e-3 (three values: the budget's limit).
@@ -40,23 +41,9 @@ METRICS = (
 # the spread of the learning-rate grid's neighbours; half a point of next-character accuracy.
 MARGINS = {"test/loss": 0.02, "test/mean_loss": 0.02, "test/token_accuracy": 0.005}
 
-D_K = Factor(
-    "d_k",
-    {"dk16": {}, "dk64": {"model.attention.num_heads": 1}},
-    reference_in_name=False,
-)
-SCALE = Factor(
-    "scale",
-    {
-        "sqrt_dk": {},
-        "none": {"model.attention.scale": "none"},
-        "constant_9487": {
-            "model.attention.scale": "constant",
-            "model.attention.temperature": math.sqrt(9487),
-        },
-        "learned": {"model.attention.scale": "learned"},
-    },
-)
+# The algorithmic sweep's factors: scale x d_k (d_k = d_model / heads = 64 / 4 or 64 / 1).
+_ALGORITHMIC = runpy.run_path(str(Path(__file__).with_name("attention_scale.py")))
+D_K, SCALE = _ALGORITHMIC["D_K"], _ALGORITHMIC["SCALE"]
 
 
 def charlm_sweep(factors, cells=None) -> Sweep:

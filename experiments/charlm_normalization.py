@@ -28,11 +28,7 @@ NORM = Factor(
         for kind in ("layernorm", "rmsnorm", "dyt", "none")
     },
 )
-RESIDUAL = Factor(
-    "residual",
-    {"with": {}, "no_residual": {"model.norm.residual": False}},
-    reference_in_name=False,
-)
+RESIDUAL = runpy.run_path(str(Path(__file__).with_name("normalization.py")))["RESIDUAL"]
 DEPTH = Factor(
     "depth",
     {"2_layers": {}, "6_layers": {"model.num_decoder_layers": 6}},

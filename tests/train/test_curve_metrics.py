@@ -7,10 +7,9 @@ import signal
 
 import numpy as np
 import pytest
-from hooked_iterator import HookedIterator
+from hooked_iterator import hook_next_run
 from train_fixtures import read_metrics, tiny_config
 
-from transformer_jax.data.api import Dataset
 from transformer_jax.train.curve_metrics import MEAN_LOSS, STEPS_TO_THRESHOLD, CurveMetrics
 from transformer_jax.train.trainer import train_and_evaluate
 
@@ -47,23 +46,16 @@ def _config(data_dir, **train):
 
 def _signal_at(monkeypatch, at: int) -> None:
     """The next run gets SIGTERM when it fetches its `at`-th batch (it checkpoints and stops)."""
-    original = Dataset.train_iterator
 
     def interrupt(fetched, batch):
         if fetched == at:
             os.kill(os.getpid(), signal.SIGTERM)
         return batch
 
-    def train_iterator(self, **kwargs):
-        monkeypatch.setattr(Dataset, "train_iterator", original)  # This run only.
-        return HookedIterator(original(self, **kwargs), interrupt)
-
-    monkeypatch.setattr(Dataset, "train_iterator", train_iterator)
+    hook_next_run(monkeypatch, interrupt)
 
 
-def test_a_run_logs_them_at_every_evaluation_and_a_resume_logs_the_same(
-    tmp_path, monkeypatch
-):
+def test_a_run_logs_them_at_every_evaluation_and_a_resume_logs_the_same(tmp_path, monkeypatch):
     """Against the losses of a run without a threshold: the mean of the losses so far and the
     first step at or below a threshold between two of them; a run stopped by a signal between
     its checkpoints and resumed writes exactly the uninterrupted run's lines."""
