@@ -157,3 +157,32 @@ def test_a_factorial_sweep_gets_verdicts_for_its_effects_and_interactions(tmp_pa
     interaction = next(r for (label, _), r in rows.items() if "×" in label)
     assert len(interaction["means"].split()) == 4  # the four cells of the 2x2
     assert float(interaction["tost_high"]) < 0.05 and float(interaction["tost_low"]) > -0.05
+
+
+def test_a_tuned_sweep_judges_each_variant_at_its_chosen_setting(tmp_path):
+    """b is as good as a at the rate validation chooses for it, and far worse at the shared
+    default: the verdict is the tuned one."""
+    workdir = str(tmp_path / "sweep")
+    sweep = _sweep(
+        variants={"a": {}, "b": {"model.x": 1}},
+        baseline="a",
+        seeds=(0, 1, 2),
+        metrics=("test/loss",),
+        equivalence_margins={"test/loss": 0.02},
+        nuisance={"train.learning_rate": (1e-3, 1e-2)},
+        select_on="validation/loss",
+        select_mode="min",
+        nuisance_default={"train.learning_rate": 1e-3},
+    )
+    write_sweep_json(workdir, sweep)
+    for run_variant in sweep.run_variants:
+        variant, setting = run_variant.split("/")
+        good = variant == "a" or "0.01" in setting  # b needs the larger rate
+        for seed in sweep.seeds:
+            loss = 1.0 + 0.01 * seed + (0.001 * (seed == 1) if good else 0.5)
+            metrics = {"validation": {"loss": loss}, "test": {"loss": loss}}
+            write_run(workdir, run_variant, seed, "finished", metrics)
+    write_report(workdir)
+    with open(tmp_path / "sweep" / equivalence.EQUIVALENCE_CSV) as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["comparison"] == "b − a" and row["verdict"] == equivalence.EQUIVALENT
