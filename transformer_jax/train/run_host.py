@@ -8,10 +8,9 @@ stacked states of a group) is the loop's `Program`.
 
 A checkpoint also holds the run's loop state (`loop_state`): the partial logging window, its
 elapsed time, the throughput of earlier windows, the early-stopping record and the curve
-metrics' record (train/curve_metrics.py), so that however
-a run is interrupted, its resumed metrics.jsonl equals an uninterrupted run's. In a
-multi-process run every process keeps a RunHost and takes part in each checkpoint; process 0
-alone (`primary`) writes the other files.
+metrics' record (train/curve_metrics.py), so that however a run is interrupted, its resumed
+metrics.jsonl equals an uninterrupted run's. In a multi-process run every process keeps a
+RunHost and takes part in each checkpoint; process 0 alone (`primary`) writes the other files.
 """
 
 import contextlib
