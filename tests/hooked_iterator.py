@@ -34,6 +34,18 @@ def hook_train_iterators(on_batch) -> None:
     Dataset.train_iterator = lambda self, **kw: HookedIterator(original(self, **kw), on_batch)
 
 
+def hook_next_run(monkeypatch, on_batch) -> None:
+    """The next training iterator this process makes (the next solo run's) is hooked with
+    `on_batch`; later ones are not."""
+    original = Dataset.train_iterator
+
+    def train_iterator(self, **kwargs):
+        monkeypatch.setattr(Dataset, "train_iterator", original)  # This run only.
+        return HookedIterator(original(self, **kwargs), on_batch)
+
+    monkeypatch.setattr(Dataset, "train_iterator", train_iterator)
+
+
 def run_main(on_batch) -> None:
     """transformer_jax.main on sys.argv, its training iterators hooked with `on_batch`."""
     from absl import app

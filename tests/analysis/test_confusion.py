@@ -50,7 +50,7 @@ def vit_workdir(tmp_path_factory):
 def test_vit_trains_and_its_confusion_matrix_matches_the_logged_accuracy(vit_workdir, tmp_path):
     summary = json.loads((vit_workdir / "summary.json").read_text())
     test = summary["metrics"]["test"]
-    assert summary["status"] == "finished" and set(test) == {"loss", "accuracy"}
+    assert summary["status"] == "finished" and set(test) == {"loss", "accuracy", "mean_loss"}
     assert test["loss"] < np.log(10)  # better than the uniform start of the zero-init head
     run = load_run(str(vit_workdir))
     labels, predicted = predict(run, "test")

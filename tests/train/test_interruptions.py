@@ -11,11 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hooked_iterator import HookedIterator
+from hooked_iterator import hook_next_run
 from orbax.checkpoint._src.handlers import json_checkpoint_handler
 from train_fixtures import read_metrics, tiny_config
 
-from transformer_jax.data.api import Dataset
 from transformer_jax.train.loop import MAX_STEPS_AHEAD
 from transformer_jax.train.numerics import NonFiniteError
 from transformer_jax.train.restore import load_run
@@ -41,7 +40,6 @@ def _interrupted(monkeypatch, at: int, how: str) -> None:
     """The next run's training iterator interrupts the process when it fetches its `at`-th
     batch: "signal" sends SIGTERM (that step still trains), "kill" raises _Killed (it does
     not)."""
-    original = Dataset.train_iterator
 
     def interrupt(fetched, batch):
         if fetched == at:
@@ -50,11 +48,7 @@ def _interrupted(monkeypatch, at: int, how: str) -> None:
             os.kill(os.getpid(), signal.SIGTERM)
         return batch
 
-    def train_iterator(self, **kwargs):
-        monkeypatch.setattr(Dataset, "train_iterator", original)  # This run only.
-        return HookedIterator(original(self, **kwargs), interrupt)
-
-    monkeypatch.setattr(Dataset, "train_iterator", train_iterator)
+    hook_next_run(monkeypatch, interrupt)
 
 
 @pytest.fixture(scope="module")

@@ -80,6 +80,9 @@ class TrainConfig:
     early_stop_patience: int = 5  # evaluations
     early_stop_min_delta: float = 0.0
     early_stop_min_steps: int = 0  # never stop before this step
+    # Each eval split's steps_to_threshold: the first evaluation step whose loss is <= this;
+    # 0 = not logged (train/curve_metrics.py; every split's mean_loss is logged regardless).
+    loss_threshold: float = 0.0
     # Weights & Biases project to log the run to ("" = off; wandb is then never imported): one
     # W&B run per training run (transformer_jax/tracking/wandb_run.py); WANDB_MODE=offline
     # logs without network or account.
@@ -106,6 +109,7 @@ class TrainConfig:
         F.check_int("train.early_stop_patience", self.early_stop_patience, 1)
         F.check_int("train.early_stop_min_steps", self.early_stop_min_steps, 0)
         F.check_float("train.early_stop_min_delta", self.early_stop_min_delta, at_least=0.0)
+        F.check_float("train.loss_threshold", self.loss_threshold, at_least=0.0)
         metric = self.early_stop_metric
         split, _, name = metric.partition("/") if isinstance(metric, str) else ("", "", "")
         if not isinstance(metric, str) or (metric and not (split and name)):

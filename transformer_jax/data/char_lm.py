@@ -1,4 +1,5 @@
-"""Character-level language modelling on a text stream: a local file or tiny_shakespeare.
+"""Character-level language modelling on a text stream: a local file, shakespeare_char (the
+char-rnn file, checked by its hash) or TFDS tiny_shakespeare.
 
 Without packing, rows are windows of seq_len consecutive characters (training: every start
 offset once per epoch, shuffled, as in nanoGPT's random crops; eval: consecutive windows
@@ -8,6 +9,7 @@ first-fit. Batches: "targets" int32 [B, seq_len] (+ "targets_segment_ids",
 "targets_positions" when packed) and "example_weights" float32 [B].
 """
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -146,6 +148,19 @@ def text_file_data(cfg: ml_collections.ConfigDict) -> CharStreamData:
         f"a number in [0, {1.0 - fraction!r}) (train keeps the rest after validation_fraction)",
     )
     path, content, text = _read_text_file(cfg.path)
+    return _local_text_data("text_file", cfg, path, content, text, fraction, test)
+
+
+def _local_text_data(
+    name: str,
+    cfg: ml_collections.ConfigDict,
+    path: Path,
+    content: bytes,
+    text: str,
+    fraction: float,
+    test: float,
+) -> CharStreamData:
+    """The CharStreamData of a text file read by `_read_text_file`, split by position."""
     sizes = {k: len(v) for k, v in builders.text_splits(text, fraction, test).items()}
     require(
         min(sizes.values()) > 0,
@@ -160,7 +175,7 @@ def text_file_data(cfg: ml_collections.ConfigDict) -> CharStreamData:
     )
     builders.prepare(builder)
     return CharStreamData(
-        name="text_file",
+        name=name,
         tfds_name=f"{builder.name}/{config.name}",
         data_dir=cfg.data_dir,
         tokenizer=CharTokenizer(
@@ -169,6 +184,40 @@ def text_file_data(cfg: ml_collections.ConfigDict) -> CharStreamData:
         seq_len=cfg.seq_len,
         packing=cfg.packing,
         eval_splits=("validation", "test") if test else ("validation",),
+    )
+
+
+# karpathy/char-rnn data/tinyshakespeare/input.txt: 1,115,394 characters, 65 distinct.
+SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+SHAKESPEARE_URL = (
+    "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+)
+# Split by position: the first 90% of the characters train, the next 5% validate, the last 5%
+# test (nanoGPT's shakespeare_char validates on the last 10%; the 10% are halved here).
+SHAKESPEARE_VALIDATION, SHAKESPEARE_TEST = 0.05, 0.05
+
+
+def shakespeare_char_data(cfg: ml_collections.ConfigDict) -> CharStreamData:
+    """Tiny shakespeare from karpathy/char-rnn's input.txt at `cfg.path`, refused unless its
+    sha256 is `cfg.sha256` (another file, or an edited one, would change every figure silently);
+    split 90/5/5 by position as `SHAKESPEARE_VALIDATION` and `SHAKESPEARE_TEST` say."""
+    require(
+        bool(cfg.path),
+        "path",
+        cfg.path,
+        f"the path of tiny shakespeare's input.txt (download {SHAKESPEARE_URL}; configs read "
+        "it from the TINY_SHAKESPEARE environment variable)",
+    )
+    path, content, text = _read_text_file(cfg.path)
+    found = hashlib.sha256(content).hexdigest()
+    require(
+        found == cfg.sha256,
+        "path",
+        cfg.path,
+        f"a file with sha256 {cfg.sha256} (data.sha256); this one has sha256 {found}",
+    )
+    return _local_text_data(
+        "shakespeare_char", cfg, path, content, text, SHAKESPEARE_VALIDATION, SHAKESPEARE_TEST
     )
 
 

@@ -9,7 +9,12 @@ import ml_collections
 
 from transformer_jax.data.algorithmic_data import AlgorithmicData
 from transformer_jax.data.api import Dataset, DataSource
-from transformer_jax.data.char_lm import text_file_data, tiny_shakespeare_data
+from transformer_jax.data.char_lm import (
+    SHAKESPEARE_SHA256,
+    shakespeare_char_data,
+    text_file_data,
+    tiny_shakespeare_data,
+)
 from transformer_jax.data.image_data import catalog_image_data, digits_data
 from transformer_jax.data.sentencepiece_data import Lm1bData, Multi30kData, TranslationData
 from transformer_jax.registry import Registry
@@ -65,6 +70,15 @@ def _text_file(name: str) -> ml_collections.ConfigDict:
     c.path = ""  # UTF-8 text file to model (required)
     c.validation_fraction = 0.1  # fraction of characters, before the test ones, for validation
     c.test_fraction = 0.0  # fraction of characters, taken from the end, for test; 0 = no test
+    c.seq_len = 128  # characters per row
+    c.packing = False  # False: windows of the text; True: packed paragraphs + EOS
+    return c
+
+
+def _shakespeare_char(name: str) -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.path = ""  # karpathy/char-rnn's data/tinyshakespeare/input.txt (required; docs/configs.md)
+    c.sha256 = SHAKESPEARE_SHA256  # the file's expected SHA-256; another file is refused
     c.seq_len = 128  # characters per row
     c.packing = False  # False: windows of the text; True: packed paragraphs + EOS
     return c
@@ -141,6 +155,7 @@ DATASETS.add("reverse", DatasetEntry(_algorithmic, AlgorithmicData))
 DATASETS.add("sort", DatasetEntry(_algorithmic, AlgorithmicData))
 DATASETS.add("addition", DatasetEntry(_algorithmic, AlgorithmicData))
 DATASETS.add("text_file", DatasetEntry(_text_file, text_file_data))
+DATASETS.add("shakespeare_char", DatasetEntry(_shakespeare_char, shakespeare_char_data))
 DATASETS.add("tiny_shakespeare", DatasetEntry(_tiny_shakespeare, tiny_shakespeare_data))
 DATASETS.add("lm1b", DatasetEntry(_lm1b, Lm1bData))
 DATASETS.add("wmt14_translate/de-en", DatasetEntry(_wmt14, TranslationData))

@@ -17,6 +17,7 @@ from typing import Any
 from transformer_jax import environment
 from transformer_jax.report import (
     bleu_bootstrap,
+    equivalence,
     factorial,
     factorial_tables,
     plots,
@@ -156,6 +157,21 @@ def write_report(
     else:
         _remove_stale(workdir, EFFECTS_CSV)
 
+    equivalent_lines = []
+    if sweep.equivalence_margins:
+        verdicts = equivalence.rows_of(sweep, rows, confidence)
+        with open(os.path.join(workdir, equivalence.EQUIVALENCE_CSV), "w") as f:
+            f.write(equivalence.to_csv(verdicts))
+        equivalent_lines = ["", "### Equivalence", ""]
+        equivalent_lines += equivalence.section(verdicts, digits, confidence)
+        equivalent_lines += [
+            "",
+            f"Also: [`{equivalence.EQUIVALENCE_CSV}`]"
+            f"({equivalence.EQUIVALENCE_CSV}) (full precision).",
+        ]
+    else:
+        _remove_stale(workdir, equivalence.EQUIVALENCE_CSV)
+
     main = sweep.metrics[0]
     main_split, _, main_key = main.partition("/")
     figures, kept = [], []
@@ -237,6 +253,7 @@ def write_report(
         + f"[`{RUNS_CSV}`]({RUNS_CSV}) (every run), [`{TABLE_TEX}`]({TABLE_TEX}) (LaTeX, "
         + ("booktabs, the effects)." if metric_tables else "booktabs)."),
     ]
+    lines += equivalent_lines
     lines += tuning_lines
     if sweep.factors:
         lines += ["", "## Factors", ""] + factorial_tables.factors_section(sweep)

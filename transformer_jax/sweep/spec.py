@@ -24,6 +24,7 @@ passed as ml_collections config flags (`--config.model.attention.scale=none`).
 
 import dataclasses
 import importlib.util
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -72,6 +73,9 @@ class Sweep:
         seed its own best setting).
       nuisance_default: key -> the base config's value, which must be one of the grid's; filled
         in from the config when the sweep is launched (sweep.json keeps it).
+      equivalence_margins: reported metric -> the margin (> 0) within which a difference does not
+        matter, e.g. {"test/loss": 0.02}: the report then gives each comparison of that metric
+        a verdict, different, equivalent or inconclusive (report/equivalence.py).
     """
 
     config: str
@@ -88,6 +92,7 @@ class Sweep:
     select_mode: str = ""
     select_per: str = "cell"
     nuisance_default: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    equivalence_margins: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if isinstance(self.config, str) and ":" in self.config:
@@ -194,6 +199,9 @@ class Sweep:
             )
         object.__setattr__(self, "baseline", baseline)
         self._check_nuisance()
+        object.__setattr__(
+            self, "equivalence_margins", check_margins(self.equivalence_margins, metrics)
+        )
 
     def _check_nuisance(self) -> None:
         grid = nuisance_lib.check_grid(self.nuisance)
@@ -318,6 +326,7 @@ class Sweep:
             select_on=select_on,
             select_mode=select_mode,
             select_per=select_per,
+            equivalence_margins=self.equivalence_margins,
         )
 
     @property
@@ -377,6 +386,8 @@ class Sweep:
             d["nuisance_default"] = {k: _jsonable(v) for k, v in self.nuisance_default.items()}
             d.update(select_on=self.select_on, select_mode=self.select_mode)
             d["select_per"] = self.select_per
+        if self.equivalence_margins:
+            d["equivalence_margins"] = dict(self.equivalence_margins)
         return d
 
     @classmethod
@@ -398,7 +409,29 @@ class Sweep:
             select_mode=d.get("select_mode", ""),
             select_per=d.get("select_per", "cell"),
             nuisance_default=d.get("nuisance_default", {}),
+            equivalence_margins=d.get("equivalence_margins", {}),
         )
+
+
+def check_margins(margins, metrics: tuple[str, ...]) -> dict[str, float]:
+    """`Sweep.equivalence_margins` checked: each key a reported metric, each margin a number > 0."""
+    if not isinstance(margins, Mapping):
+        raise ValueError(
+            f"equivalence_margins = {margins!r}: must be a dict of reported metric -> margin, "
+            "e.g. {'test/loss': 0.02}"
+        )
+    for metric, margin in margins.items():
+        if metric not in metrics:
+            raise ValueError(
+                f"equivalence_margins[{metric!r}]: not a reported metric; valid: {list(metrics)}"
+            )
+        number = isinstance(margin, int | float) and not isinstance(margin, bool)
+        if not number or not math.isfinite(margin) or margin <= 0:
+            raise ValueError(
+                f"equivalence_margins[{metric!r}] = {margin!r}: must be a number > 0, the "
+                "difference that does not matter"
+            )
+    return {metric: float(margin) for metric, margin in margins.items()}
 
 
 def _jsonable(value: OverrideValue) -> Any:

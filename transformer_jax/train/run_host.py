@@ -7,10 +7,10 @@ RunHost per run through `after_step`, `save` and `finish`; the device side (one 
 stacked states of a group) is the loop's `Program`.
 
 A checkpoint also holds the run's loop state (`loop_state`): the partial logging window, its
-elapsed time, the throughput of earlier windows and the early-stopping record, so that however
-a run is interrupted, its resumed metrics.jsonl equals an uninterrupted run's. In a
-multi-process run every process keeps a RunHost and takes part in each checkpoint; process 0
-alone (`primary`) writes the other files.
+elapsed time, the throughput of earlier windows, the early-stopping record and the curve
+metrics' record (train/curve_metrics.py), so that however a run is interrupted, its resumed
+metrics.jsonl equals an uninterrupted run's. In a multi-process run every process keeps a
+RunHost and takes part in each checkpoint; process 0 alone (`primary`) writes the other files.
 """
 
 import contextlib
@@ -25,6 +25,7 @@ import numpy as np
 from transformer_jax import run_dir
 from transformer_jax.data import tokenizers
 from transformer_jax.train.checkpoint import Checkpointer, CheckpointSaveError
+from transformer_jax.train.curve_metrics import CurveMetrics
 from transformer_jax.train.early_stop import EarlyStopping
 from transformer_jax.train.evaluators import evaluate
 from transformer_jax.train.logger import MetricsLogger
@@ -76,6 +77,7 @@ class RunHost:
     checkpointer: Checkpointer | None = None
     logger: MetricsLogger | None = None
     early_stop: EarlyStopping | None = None
+    curve: CurveMetrics = dataclasses.field(default_factory=CurveMetrics)
     # The logging window in progress: restored steps (host values) then this process's steps
     # (device metrics of the program, this run's lane read at the log).
     restored_window: list = dataclasses.field(default_factory=list)
@@ -169,6 +171,7 @@ class RunHost:
         self.restored_window = window_from_json(loop.get("window", {}))
         self.window_start = time.perf_counter() - loop.get("window_elapsed_s", 0.0)
         self.rates = list(loop.get("rates", []))
+        self.curve = CurveMetrics.from_state(loop.get("curve", {}), train_cfg.loss_threshold)
         if train_cfg.early_stop_metric:
             self.early_stop = EarlyStopping.from_state(
                 loop.get("early_stop", {}),
@@ -208,6 +211,7 @@ class RunHost:
                 return
         if self.step % self.train_cfg.eval_every == 0 or self.step == steps:
             self.final_metrics = self.evaluate(program.state(self.lane), final=self.step == steps)
+            self.curve.record(self.step, self.final_metrics)
             for split, values in self.final_metrics.items():
                 self.logger.write(self.step, split, values)
             early_stop = self.early_stop
@@ -253,6 +257,7 @@ class RunHost:
             "window": window_to_json(self._window_values(program)),
             "window_elapsed_s": time.perf_counter() - self.window_start,
             "rates": self.rates,
+            "curve": self.curve.state(),
         }
         if self.early_stop is not None:
             state["early_stop"] = self.early_stop.summary()
@@ -291,6 +296,9 @@ class RunHost:
         rerun = not self.final_evaluated and any(e.at_end for e in self.evaluators)
         if not self.final_metrics or rerun:
             self.final_metrics = self.evaluate(program.state(self.lane), final=True)
+            # The repeated evaluation was counted on the curve already (or, an early stop
+            # rerun, the step's own one was): it adds no point to it.
+            self.curve.annotate(self.final_metrics)
         fields = {}
         for evaluator in self.evaluators:
             fields.update(evaluator.summary_fields())
