@@ -59,7 +59,14 @@ def _header(resolved: dict[str, Any], sweep: Sweep, rows, report_commit: str) ->
         f"- Sweep file: `{resolved.get('file', 'unknown')}`",
         f"- Base config: `{resolved.get('config_spec', sweep.config_spec)}`"
         + (" (quick: every run shrunk)" if resolved.get("quick") else ""),
-        f"- Seeds: {', '.join(map(str, sweep.seeds))}; baseline: `{sweep.baseline}`",
+        f"- Seeds: {', '.join(map(str, sweep.seeds))}"
+        + (
+            f" (selection); confirmation seeds: {', '.join(map(str, sweep.confirm_seeds))}, "
+            "every reported test figure"
+            if sweep.confirm_seeds
+            else ""
+        )
+        + f"; baseline: `{sweep.baseline}`",
         f"- Git commit (report): `{report_commit}`; runs trained at: "
         + (", ".join(f"`{c}`" for c in run_commits) or "unknown"),
         f"- Sweep started: {invocations[0].get('date', 'unknown')}; last launched: "
@@ -125,7 +132,7 @@ def write_report(
     resolved = read_sweep_json(workdir)
     sweep = Sweep.from_dict(resolved)
     runs = summary.read_runs(sweep, workdir, runs_csv)
-    all_runs = [r for records in runs.values() for r in records]
+    all_runs = tuning.recorded_runs(sweep, runs)
     # Each ended run's TensorBoard HParams session, also for runs that predate them.
     sweep_hparams.write_sessions(
         workdir, sweep, resolved["config_spec"], all_runs, resolved.get("cwd")

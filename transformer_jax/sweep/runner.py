@@ -45,9 +45,9 @@ from absl import logging
 from transformer_jax import environment, sweep_dir
 from transformer_jax.run_dir import COMMAND_FILE, LOG_FILE, git_commit
 from transformer_jax.sweep import hparams as sweep_hparams
-from transformer_jax.sweep import launcher
+from transformer_jax.sweep import launcher, selection
 from transformer_jax.sweep.launcher import RunSpec
-from transformer_jax.sweep.nuisance import split_run_variant
+from transformer_jax.sweep.nuisance import confirm_run_variant, is_confirm, split_run_variant
 from transformer_jax.sweep.spec import (
     Sweep,
     check_overrides,
@@ -85,9 +85,10 @@ def build_argv(
 ) -> tuple[str, ...]:
     """The trainer command of one run (ml_collections config flags for seed and overrides), or
     with several seeds, of their seed group in `path`, the variant's directory. variant is a run
-    variant (sweep.run_variants: with nuisance, "<variant>/<setting>")."""
+    variant (sweep.run_variants: with nuisance, "<variant>/<setting>"; or a confirmation one,
+    "<variant>/confirm/<setting>")."""
     overrides = [
-        f"--config.{k}={format_override(v)}" for k, v in sweep.run_variants[variant].items()
+        f"--config.{k}={format_override(v)}" for k, v in sweep.overrides_of(variant).items()
     ]
     if isinstance(seed, int):
         seeds = f"--config.seed={seed}"
@@ -140,18 +141,49 @@ def plan(
     seeds: Sequence[int] | None = None,
     main_module: str = DEFAULT_MAIN,
 ) -> list[RunSpec]:
-    """The selected runs, variant-major in sweep order; selections must be part of the sweep.
-    With nuisance, every setting of each selected variant (run variants "<variant>/<setting>")."""
+    """The selected runs of the selection stage, variant-major in sweep order; selections must be
+    part of the sweep (--seeds may also name confirmation seeds: `plan_confirm`). With nuisance,
+    every setting of each selected variant (run variants "<variant>/<setting>")."""
+    variants, seeds = _selected(sweep, variants, seeds)
+    return _specs(sweep, workdir, config_spec, main_module, sweep.run_variants, variants, seeds)
+
+
+def plan_confirm(
+    sweep: Sweep,
+    workdir: str,
+    config_spec: str,
+    settings: Mapping[str, str],
+    variants: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    main_module: str = DEFAULT_MAIN,
+) -> list[RunSpec]:
+    """The selected confirmation runs: each variant of `settings` (variant -> chosen setting,
+    selection.confirm_settings) at its setting, on the selected confirmation seeds."""
+    variants, seeds = _selected(sweep, variants, seeds)
+    run_variants = [confirm_run_variant(v, settings[v]) for v in sweep.variants if v in settings]
+    return _specs(sweep, workdir, config_spec, main_module, run_variants, variants, seeds)
+
+
+def _selected(
+    sweep: Sweep, variants: Sequence[str] | None, seeds: Sequence[int] | None
+) -> tuple[list[str], list[int]]:
+    """The --variants and --seeds selections (all when empty), each checked against the sweep."""
     variants = list(sweep.variants) if not variants else list(variants)
-    seeds = list(sweep.seeds) if not seeds else list(seeds)
+    every_seed = (*sweep.seeds, *sweep.confirm_seeds)
+    seeds = list(every_seed) if not seeds else list(seeds)
     for v in variants:
         if v not in sweep.variants:
             raise ValueError(f"--variants contains {v!r}; valid: {', '.join(sweep.variants)}")
     for s in seeds:
-        if s not in sweep.seeds:
-            raise ValueError(f"--seeds contains {s}; valid: {', '.join(map(str, sweep.seeds))}")
+        if s not in every_seed:
+            raise ValueError(f"--seeds contains {s}; valid: {', '.join(map(str, every_seed))}")
+    return variants, seeds
+
+
+def _specs(sweep, workdir, config_spec, main_module, run_variants, variants, seeds):
     hparams = sweep_hparams.variant_hparams(sweep, config_spec)
     name = sweep_hparams.sweep_name(workdir)
+    stage_seeds = {v: sweep.confirm_seeds if is_confirm(v) else sweep.seeds for v in run_variants}
     return [
         RunSpec(
             v,
@@ -160,9 +192,9 @@ def plan(
             build_argv(sweep, v, s, sweep_dir.run_dir(workdir, v, s), config_spec, main_module),
             sweep_hparams.run_hparams_json(name, hparams[v], s),
         )
-        for v in sweep.run_variants
+        for v in run_variants
         if split_run_variant(v)[0] in variants
-        for s in sweep.seeds
+        for s in stage_seeds[v]
         if s in seeds
     ]
 
@@ -236,8 +268,26 @@ def plan_checked(
     # relative to the repository when launched from it: commands.recorded_shell_command).
     workdir = os.path.abspath(workdir)
     specs = plan(sweep, workdir, config_spec, variants, seeds, main_module)
+    specs += confirm_specs(sweep, workdir, config_spec, variants, seeds, main_module)
     check_commands(specs)
     return workdir, config_spec, specs
+
+
+def confirm_specs(
+    sweep: Sweep,
+    workdir: str,
+    config_spec: str,
+    variants: Sequence[str] | None,
+    seeds: Sequence[int] | None,
+    main_module: str,
+) -> list[RunSpec]:
+    """The selected confirmation runs of the variants whose selection is complete now, read from
+    the run directories; a ValueError when confirmation runs exist at a setting the selection no
+    longer chooses (selection.check_confirmations). [] without confirm_seeds."""
+    if not sweep.confirm_seeds:
+        return []
+    settings = selection.check_confirmations(sweep, selection.read_runs(sweep, workdir))
+    return plan_confirm(sweep, workdir, config_spec, settings, variants, seeds, main_module)
 
 
 def resolved_sweep(sweep: Sweep) -> dict[str, Any]:
@@ -340,27 +390,39 @@ def run_sweep(
         seed_groups=seed_groups,
         compile_cache=compile_cache,
     ) as (workdir, config_spec, specs):
-        before = {s: sweep_dir.read_run(workdir, s.variant, s.seed).status for s in specs}
-        todo = [s for s in specs if before[s] not in sweep_dir.DONE_STATUSES]
-        total, done = len(specs), len(specs) - len(todo)
-        kinds = collections.Counter(before[s] for s in todo)
-        logging.info(
-            "sweep %s: %d runs, %d already done (skipped), %d new, %d to resume, %d to retry",
-            sweep_file,
-            total,
-            done,
-            kinds["missing"],
-            kinds["incomplete"],
-            kinds["failed"],
-        )
-        units = launches(sweep, workdir, todo, config_spec, main_module, seed_groups)
         env = compile_cache_env(workdir) if compile_cache else {}
-        outcomes = _run_all(
-            workdir, units, before, parallel, total, done, sweep.recorded_metrics, env
-        )
+        outcomes: dict[str, str] = {}
+        stage, planned = specs, list(specs)
+        # The selection's runs (and the confirmations already choosable), then the confirmation
+        # runs of the variants whose selection those runs completed.
+        while stage:
+            before = {s: sweep_dir.read_run(workdir, s.variant, s.seed).status for s in stage}
+            todo = [s for s in stage if before[s] not in sweep_dir.DONE_STATUSES]
+            total, done = len(stage), len(stage) - len(todo)
+            kinds = collections.Counter(before[s] for s in todo)
+            logging.info(
+                "sweep %s: %d runs, %d already done (skipped), %d new, %d to resume, %d to retry",
+                sweep_file,
+                total,
+                done,
+                kinds["missing"],
+                kinds["incomplete"],
+                kinds["failed"],
+            )
+            units = launches(sweep, workdir, todo, config_spec, main_module, seed_groups)
+            outcomes |= _run_all(
+                workdir, units, before, parallel, total, done, sweep.recorded_metrics, env
+            )
+            confirm = confirm_specs(sweep, workdir, config_spec, variants, seeds, main_module)
+            stage = [s for s in confirm if s not in planned]
+            check_commands(stage)
+            planned += stage
+            if stage:
+                logging.info("selection complete for %d more confirmation runs", len(stage))
 
     counts = collections.Counter(
-        outcomes.get(s.name) or sweep_dir.read_run(workdir, s.variant, s.seed).status for s in specs
+        outcomes.get(s.name) or sweep_dir.read_run(workdir, s.variant, s.seed).status
+        for s in planned
     )
     logging.info("sweep done: %s", dict(counts))
     return dict(counts)
