@@ -230,7 +230,7 @@ def notes(sweep: Sweep, rows: Sequence[VariantSummary]) -> list[str]:
                 f"{m} is absent from {SUMMARY_FILE} of {len(lacking)} finished "
                 f"run(s) of {row.name}; available: {', '.join(available) or 'none'}"
             )
-    commits = sorted({r.git_commit for row in rows for r in row.runs if r.git_commit})
+    commits = sorted({v for row in rows for r in row.runs for v in r.code_versions})
     if len(commits) > 1:
         out.append(f"runs were trained from different git commits: {', '.join(commits)}")
     baseline = next(row for row in rows if row.is_baseline)

@@ -31,6 +31,7 @@ which reads only the sweep directory (transformer_jax/sweep_dir.py).
 
 import collections
 import contextlib
+import dataclasses
 import os
 import shlex
 import signal
@@ -44,8 +45,8 @@ from absl import logging
 
 from transformer_jax import environment, sweep_dir
 from transformer_jax.run_dir import COMMAND_FILE, LOG_FILE, git_commit
+from transformer_jax.sweep import code_version, launcher, selection
 from transformer_jax.sweep import hparams as sweep_hparams
-from transformer_jax.sweep import launcher, selection
 from transformer_jax.sweep.launcher import RunSpec
 from transformer_jax.sweep.nuisance import confirm_run_variant, is_confirm, split_run_variant
 from transformer_jax.sweep.spec import (
@@ -308,14 +309,19 @@ def locked_sweep(
     main_module: str,
     command: str,
     machine: Mapping[str, Any] | None,
+    allow_dirty: bool = False,
     **invocation: Any,
-) -> Iterator[tuple[str, str, list[RunSpec]]]:
-    """What every launcher does before starting runs: plans and checks the selected runs
-    (`plan_checked`, nothing written if that raises), takes the workdir lock and appends this
-    launch to sweep.json (the command, date, commit, `machine` (None: this host's), the selected
-    variants and seeds, and the launcher's own `invocation` fields). Yields (absolute workdir,
-    config spec, run specs) with the lock held."""
+) -> Iterator[tuple[str, str, list[RunSpec], dict[str, Any]]]:
+    """What every launcher does before starting runs: refuses a tree with uncommitted changes
+    to the code unless `allow_dirty` (code_version.checked), plans and checks the selected runs
+    (`plan_checked`), nothing written if either raises; then takes the workdir lock and appends
+    this launch to sweep.json (the command, date, commit, code version, `machine` (None: this
+    host's), the selected variants and seeds, and the launcher's own `invocation` fields).
+    Yields (absolute workdir, config spec, run specs, code version) with the lock held, each
+    spec carrying the code version its code.json records."""
+    code = code_version.checked(allow_dirty).to_json()
     workdir, config_spec, specs = plan_checked(sweep, workdir, variants, seeds, quick, main_module)
+    specs = [dataclasses.replace(s, code=code) for s in specs]
     os.makedirs(workdir, exist_ok=True)
     with launcher.WorkdirLock(workdir):
         sweep_dir.update_sweep_json(
@@ -329,13 +335,15 @@ def locked_sweep(
                 "command": command,
                 "date": launcher.now(),
                 "git_commit": git_commit(),
+                "code": code,
+                "allow_dirty": allow_dirty,
                 "machine": dict(machine) if machine is not None else environment.machine_info(),
                 "variants": sorted({s.variant for s in specs}),
                 "seeds": sorted({s.seed for s in specs}),
                 **invocation,
             },
         )
-        yield workdir, config_spec, specs
+        yield workdir, config_spec, specs, code
 
 
 def run_sweep(
@@ -352,6 +360,7 @@ def run_sweep(
     main_module: str = DEFAULT_MAIN,
     command: str = "",
     machine: Mapping[str, Any] | None = None,
+    allow_dirty: bool = False,
 ) -> dict[str, int]:
     """Runs the selected runs not yet done (the report is written by the caller:
     transformer_jax.report.report.write_report).
@@ -370,6 +379,8 @@ def run_sweep(
       main_module: the trainer module run with `python -m`.
       command: the sweep command line, recorded in sweep.json and the report.
       machine: environment.machine_info() of this host (computed when None).
+      allow_dirty: launch even with uncommitted changes to transformer_jax/, configs/ or
+        experiments/ (sweep/code_version.py); each run records the diff's sha256.
 
     Returns:
       Counts of the selected runs by final status (finished, diverged, failed, incomplete).
@@ -386,10 +397,11 @@ def run_sweep(
         main_module=main_module,
         command=command,
         machine=machine,
+        allow_dirty=allow_dirty,
         parallel=parallel,
         seed_groups=seed_groups,
         compile_cache=compile_cache,
-    ) as (workdir, config_spec, specs):
+    ) as (workdir, config_spec, specs, code):
         env = compile_cache_env(workdir) if compile_cache else {}
         outcomes: dict[str, str] = {}
         stage, planned = specs, list(specs)
@@ -414,7 +426,7 @@ def run_sweep(
                 workdir, units, before, parallel, total, done, sweep.recorded_metrics, env
             )
             confirm = confirm_specs(sweep, workdir, config_spec, variants, seeds, main_module)
-            stage = [s for s in confirm if s not in planned]
+            stage = [dataclasses.replace(s, code=code) for s in confirm if s not in planned]
             check_commands(stage)
             planned += stage
             if stage:
