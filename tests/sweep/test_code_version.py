@@ -51,6 +51,11 @@ def demo(workdir, **kwargs):
     )
 
 
+def open_text(path) -> str:
+    with open(path) as f:
+        return f.read()
+
+
 def code_of(workdir, seed=0):
     with open(workdir / "base" / f"seed_{seed}" / "code.json") as f:
         return json.load(f)["launches"]
@@ -61,7 +66,7 @@ def test_a_clean_tree_records_its_commit(repo):
     assert demo(repo / "runs") == {"finished": 2}
     assert code_of(repo / "runs") == [{"git_commit": head, "diff_sha256": None}]
     report = write_report(str(repo / "runs"))
-    text = open(report).read()
+    text = open_text(report)
     assert f"runs trained at: `{head}` (2 runs)" in text
     assert "Mixed code" not in text and "Uncommitted code" not in text
 
@@ -93,7 +98,7 @@ def test_a_dirty_tree_is_refused_unless_allowed_and_its_diff_hashed(repo):
     ).stdout
     expected = hashlib.sha256(diff + b"experiments/new.py\0# untracked\n").hexdigest()
     assert code_of(repo / "runs") == [{"git_commit": head, "diff_sha256": expected}]
-    text = open(write_report(str(repo / "runs"))).read()
+    text = open_text(write_report(str(repo / "runs")))
     assert "> ⚠ **Uncommitted code**: 2 run(s)" in text
     assert f"`{head}+diff:{expected}` (2 runs)" in text
 
@@ -106,7 +111,7 @@ def test_runs_at_two_commits_are_marked_mixed(repo):
     git("commit", "-q", "-am", "second")
     second = git("rev-parse", "HEAD")
     assert demo(repo / "runs") == {"finished": 2}  # seed 1 at the second commit
-    text = open(write_report(str(repo / "runs"))).read()
+    text = open_text(write_report(str(repo / "runs")))
     assert text.splitlines()[2].startswith("> ⚠ **Mixed code**: the runs were trained at 2")
     assert f"`{first}` (1 runs)" in text and f"`{second}` (1 runs)" in text
 
