@@ -339,3 +339,19 @@ def test_confirmation_runs_give_every_tuned_figure(project):
     assert not (workdir / "shifted/confirm/learning_rate-0.001").exists()
     notes = section(write_report(str(workdir)), "Notes")
     assert "confirmation runs of shifted exist at learning_rate-0.01" in notes
+
+
+def test_confirmations_wait_for_their_variants_selection(project):
+    """Only base trained: its confirmation runs follow at once, shifted's wait in --status."""
+    from transformer_jax.sweep import slurm
+
+    workdir = project / "runs"
+    sweep = tuned_sweep(confirm_seeds=(10,))
+    counts = run_sweep(
+        sweep, "experiments/tuned.py", str(workdir), variants=["base"], main_module="fake_main"
+    )
+    assert counts == {"finished": 5}
+    states = {s.name: s.state for s in slurm.sweep_status(str(workdir))}
+    assert states["base/confirm/learning_rate-0.001/seed_10"] == "finished"
+    assert states["shifted/confirm/seed_10"] == "waiting"
+    assert states["shifted/learning_rate-0.01/seed_0"] == "pending"

@@ -21,6 +21,12 @@ pending seeds of one variant instead train in one process as a seed group,
 command.txt records the group's command and ends with its own, which resumes it alone and is
 what check_commands compares, and the group's output goes to every seed's run.log.
 
+With confirm_seeds (sweep/nuisance.py) a second stage follows: as soon as a variant's
+selection is complete, its chosen setting trains on the confirmation seeds in
+WORKDIR/<variant>/confirm/<setting>/seed_<seed>/ (sweep/selection.py). Before anything starts,
+a tree with uncommitted changes to the code is refused unless allow_dirty, and every launched
+run records its code version in code.json (sweep/code_version.py).
+
 Rerunning the same sweep resumes: finished and diverged runs (deterministic) are skipped,
 interrupted runs are relaunched (the trainer resumes from its checkpoints; the seeds still
 pending form the group) and failed runs are retried. A
