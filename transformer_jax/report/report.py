@@ -89,7 +89,7 @@ def _header(resolved: dict[str, Any], sweep: Sweep, all_runs, report_commit: str
         + (" (quick: every run shrunk)" if resolved.get("quick") else ""),
         f"- Seeds: {', '.join(map(str, sweep.seeds))}"
         + (
-            f" choose the settings; confirmation seeds "
+            " choose the settings; confirmation seeds "
             f"{', '.join(map(str, sweep.confirm_seeds))} give every test figure"
             if sweep.confirm_seeds
             else ""
