@@ -306,4 +306,4 @@ def test_runner_up_and_near_tie_against_a_hand_computation():
     assert row[5] == f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]*† (n=3)"
     assert row[6] == "≈ a"
     table = next(line for line in lines if line.startswith("| a |")).split(" | ")
-    assert table[3:5] == ["learning_rate=0.001", "1.100 / 1.133 (0.100) ≈"]
+    assert table[3:5] == ["learning_rate=0.001", "1.100 / 1.133 (0.1000) ≈"]

@@ -138,7 +138,7 @@ def test_two_cells_two_learning_rates_two_seeds(project):
         "learning_rate=0.01",
         "⚠ learning_rate",
         "learning_rate=0.001",
-        "1.005 / 2.005 (0.007)",
+        "1.005 / 2.005 (0.007071)",
         "0.755 ± 0.007 (n=2)",
         "0.855 ± 0.007 (n=2)",
     ]

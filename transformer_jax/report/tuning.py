@@ -367,8 +367,10 @@ def runner_up_text(sweep: Sweep, tuning: Tuning, variant: str, digits: int) -> t
     up = tuning.runner_up.get(variant)
     if up is None:
         return "–", "–"
-    spread = "–" if math.isnan(up.spread) else f"{up.spread:.{digits}f}"
-    scores = f"{up.best_mean:.{digits}f} / {up.runner_up_mean:.{digits}f} ({spread})"
+    # Significant digits: validation losses near 0 (0.00543 against 0.00564) must stay apart.
+    fmt = f"#.{digits + 1}g"
+    spread = "–" if math.isnan(up.spread) else format(up.spread, fmt)
+    scores = f"{format(up.best_mean, fmt)} / {format(up.runner_up_mean, fmt)} ({spread})"
     return _values(sweep.settings[up.setting]), scores + (f" {NEAR_TIE}" if up.near_tie else "")
 
 
