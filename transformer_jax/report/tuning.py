@@ -9,15 +9,18 @@ setting each variant is compared at:
   seed: both sides of a difference use the same seed, each at its own setting).
 
 A diverged run scores worst. A choice is made only once every setting it chooses among is done
-(finished or diverged); until then the variant (or seed) counts as missing.
+(finished or diverged); until then the variant (or seed) counts as missing. The choice itself is
+sweep/selection.py's, which the runner also calls to know what the confirmation runs
+(confirm_seeds) retrain; with them, every tuned figure comes from those runs.
 
 What tuning changed is reported beside the tuned tables: the chosen values with a flag when
 one sits at the edge of its grid, every metric at the shared default (the base config's values,
 the untuned sweep) beside the tuned one, and for every comparison whether its verdict (sign,
-`*`, `†`) is kept. For a second nuisance key (warmup beside the learning rate), each
-variant's best at each of its values, so that "needs warmup" can be read as its own question.
-The isolation plots (the Tuning Playbook's) draw select_on against the
-learning rate, one line per variant.
+`*`, `†`) is kept, and as its sensitivity the same comparison at each cell's runner-up
+setting with a mark where a cell's two best settings are a near tie. For a second nuisance key
+(warmup beside the learning rate), each variant's best at each of its values, so that "needs
+warmup" can be read as its own question. The isolation plots (the Tuning Playbook's) draw
+select_on against the learning rate, one line per variant.
 """
 
 import csv
