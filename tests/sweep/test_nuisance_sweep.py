@@ -355,3 +355,46 @@ def test_confirmations_wait_for_their_variants_selection(project):
     assert states["base/confirm/learning_rate-0.001/seed_10"] == "finished"
     assert states["shifted/confirm/seed_10"] == "waiting"
     assert states["shifted/learning_rate-0.01/seed_0"] == "pending"
+
+
+def test_a_job_launcher_submits_the_confirmations_once_the_selection_is_done(project):
+    """submitit_local (the Slurm path on this machine): the first submission trains the
+    selection, the next one submits the confirmation runs of the settings it chose."""
+    import time
+
+    from transformer_jax.sweep import slurm
+
+    workdir = project / "runs"
+    sweep = tuned_sweep(confirm_seeds=(10,))
+
+    def submit():
+        return slurm.submit_sweep(
+            sweep,
+            "experiments/tuned.py",
+            str(workdir),
+            launcher="submitit_local",
+            slurm=slurm.SlurmResources(),
+            main_module="fake_main",
+        )
+
+    def settled():
+        deadline = time.monotonic() + 600  # a guard against a hang, not a speed
+        while time.monotonic() < deadline:
+            now = {s.name: s.state for s in slurm.sweep_status(str(workdir))}
+            if not {"queued", "running"} & set(now.values()):
+                return now
+            time.sleep(0.2)
+        raise AssertionError("jobs still running after 600 s")
+
+    first = {s.name: s.state for s in submit()}
+    assert len(first) == 8 and set(first.values()) <= {"queued", "running", "finished"}
+    after_selection = settled()
+    assert after_selection["shifted/confirm/learning_rate-0.01/seed_10"] == "pending"
+    assert after_selection["base/confirm/learning_rate-0.001/seed_10"] == "pending"
+    second = {s.name: s.state for s in submit()}
+    assert set(second) == {
+        "base/confirm/learning_rate-0.001/seed_10",
+        "shifted/confirm/learning_rate-0.01/seed_10",
+    } | set(first)
+    done = settled()
+    assert set(done.values()) == {"finished"} and len(done) == 10
