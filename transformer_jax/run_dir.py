@@ -5,7 +5,7 @@ WORKDIR/<variant>/seed_<seed>/; a seed group, `main --seeds`, writes one per see
 WORKDIR/seed_<seed>/). The trainer writes config.json, its tokenizer, metrics.jsonl (and its
 TensorBoard event files), checkpoints/, summary.json and its TensorBoard HParams session
 (tracking/hparams.py), with train.wandb_project also wandb.json and wandb/; the sweep runner adds
-hparams.json, command.txt, run.log and, after a failure, failure.json.
+hparams.json, code.json, command.txt, run.log and, after a failure, failure.json.
 JSON files are written atomically (`write_json`: tmp file + `os.replace`), so a reader polling
 a running sweep never sees half a file; `read_json` still treats an unparsable file as absent.
 """
@@ -33,6 +33,9 @@ COMMAND_FILE = "command.txt"  # the sweep runner: the exact command that (re)sta
 LOG_FILE = "run.log"  # the sweep runner: the run's stdout and stderr
 LOCK_FILE = ".train.lock"  # the trainer: flock-ed while a process trains the run (lock_run)
 FAILURE_FILE = "failure.json"  # the sweep runner: return code, error and stderr tail
+# The sweep runner, at every launch that changes it: {"launches": [{"git_commit",
+# "diff_sha256"}, ...]}, the code version each launch trained at (sweep/code_version.py).
+CODE_FILE = "code.json"
 JOB_FILE = "job.json"  # the sweep's job launchers (sweep/slurm.py): launcher, job id, submitted
 # The sweep runner, before a run starts: {"sweep": its name, "hparams": {"variant", "seed", cell
 # factors, overridden fields}} (sweep/hparams.py), read by the run's trackers (tracking/).
@@ -258,6 +261,30 @@ def read_summary(workdir: str | os.PathLike) -> RunSummary | None:
         return RunSummary.from_json(read_json(os.path.join(workdir, SUMMARY_FILE)))
     except (ValueError, TypeError):
         return None
+
+
+def code_label(version: Mapping[str, Any]) -> str:
+    """One code version as text: the commit, then "+diff:<sha256>" when trained from
+    uncommitted changes (code.json's entries, sweep/code_version.py)."""
+    commit = str(version.get(GIT_COMMIT_KEY) or "unknown")
+    diff = version.get("diff_sha256")
+    return f"{commit}+diff:{diff}" if diff else commit
+
+
+def record_code(workdir: str | os.PathLike, version: Mapping[str, Any]) -> None:
+    """Appends `version` to the run's code.json unless it is the last one recorded (a resume at
+    the same version)."""
+    path = os.path.join(workdir, CODE_FILE)
+    launches = read_code(workdir)
+    if not launches or launches[-1] != dict(version):
+        write_json(path, {"launches": [*launches, dict(version)]})
+
+
+def read_code(workdir: str | os.PathLike) -> list[dict[str, Any]]:
+    """The code versions of code.json, oldest first ([] without one)."""
+    code = read_json(os.path.join(workdir, CODE_FILE))
+    launches = code.get("launches") if isinstance(code, dict) else None
+    return [v for v in launches if isinstance(v, dict)] if isinstance(launches, list) else []
 
 
 def git_commit(cwd: str | os.PathLike | None = None) -> str:

@@ -22,6 +22,8 @@ from transformer_jax.run_dir import (
     FINAL_STATUSES,
     GIT_COMMIT_KEY,
     METRICS_FILE,
+    code_label,
+    read_code,
     read_config,
     read_json,
     read_summary,
@@ -64,7 +66,14 @@ class RunRecord:
     wall_time_s: float | None = None
     error: str | None = None
     failure: dict[str, Any] | None = None
+    # The code version(s) it trained at, space-separated in launch order: from the sweep's
+    # code.json ("<commit>" or "<commit>+diff:<sha256>", run_dir.code_label), else config.json's
+    # commit (the trainer's, "-dirty" after any uncommitted change).
     git_commit: str | None = None
+
+    @property
+    def code_versions(self) -> tuple[str, ...]:
+        return tuple(self.git_commit.split()) if self.git_commit else ()
 
     def metric(self, name: str) -> float | None:
         """Value of "split/metric" (split before the first slash), or None if absent."""
@@ -82,6 +91,9 @@ def read_run(workdir: str, variant: str, seed: int) -> RunRecord:
     failure = read_json(os.path.join(path, FAILURE_FILE))
     config = read_config(path)
     git_commit = config.get(GIT_COMMIT_KEY) if config is not None else None
+    launches = read_code(path)
+    if launches:
+        git_commit = " ".join(dict.fromkeys(code_label(v) for v in launches))
     if summary is not None and summary.status in DONE_STATUSES:
         return RunRecord(
             variant=variant,

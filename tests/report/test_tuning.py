@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from transformer_jax.report import tuning
+from transformer_jax.report import summary, tuning
 from transformer_jax.sweep import Sweep
 from transformer_jax.sweep.nuisance import on_edge, settings
 from transformer_jax.sweep_dir import RunRecord
@@ -164,6 +164,16 @@ def test_edge_of_grid():
         ({"variants": {"a": {"train.learning_rate": 1.0}}}, "which nuisance tunes"),
         ({"nuisance": {"train.learning_rate": (1e-3,)}}, "at least two values"),
         ({"nuisance_default": {"train.learning_rate": 5e-3}}, "lacks the base config's value"),
+        ({"confirm_seeds": (2, 10)}, r"\[2\] are also among seeds"),
+        ({"confirm_seeds": (10, 10)}, "contains duplicates"),
+        ({"confirm_seeds": (10, -1)}, "seeds must be ints >= 0"),
+        ({"confirm_seeds": 10}, "must be a tuple of ints"),
+        ({"confirm_seeds": (10,), "select_per": "seed"}, "needs select_per='cell'"),
+        (
+            {"confirm_seeds": (10,), "nuisance": {}, "select_on": "", "select_mode": ""}
+            | {"nuisance_default": {}},
+            "needs nuisance",
+        ),
     ],
 )
 def test_bad_nuisance_declarations_are_refused(changes, message):
@@ -174,6 +184,8 @@ def test_bad_nuisance_declarations_are_refused(changes, message):
 def test_round_trip_through_sweep_json():
     sweep = make_sweep(select_per="seed")
     assert Sweep.from_dict(sweep.to_dict()) == sweep
+    confirmed = make_sweep(confirm_seeds=(10, 11))
+    assert Sweep.from_dict(confirmed.to_dict()) == confirmed
     plain = Sweep.from_dict(
         make_sweep(nuisance={}, select_on="", select_mode="", nuisance_default={}).to_dict()
     )
@@ -248,3 +260,50 @@ def test_best_at_each_value_of_a_second_key_is_chosen_on_validation_alone():
         )
         == []
     )
+
+
+# Validation losses by (variant, learning rate) per seed 0, 1, 2. a: 3e-3 is best (mean 1.1,
+# std 0.1), 1e-3 runner-up (mean 1.1333, std 0.0764): 0.0333 apart, less than the larger std
+# 0.1, a near tie. b: 1e-2 best (mean 0.6), 3e-3 runner-up (mean 1.0), 0.4 apart: no tie.
+TIE_VALIDATION = {
+    ("a", 1e-3): (1.05, 1.15, 1.20),
+    ("a", 3e-3): (1.00, 1.20, 1.10),
+    ("a", 1e-2): (2.0, 2.0, 2.0),
+    ("b", 1e-3): (3.0, 3.0, 3.0),
+    ("b", 3e-3): (0.9, 1.0, 1.1),
+    ("b", 1e-2): (0.5, 0.6, 0.7),
+}
+
+
+SCIPY_T_975_DF2 = 4.302652729911275  # scipy.stats.t.ppf(0.975, 2)
+
+
+def tie_test(variant, lr, seed):
+    return 10 * lr + (0.5 + 0.02 * seed if variant == "b" else 0.01 * seed**2)
+
+
+def test_runner_up_and_near_tie_against_a_hand_computation():
+    sweep = make_sweep()
+    runs = make_runs(sweep, lambda v, lr, s: TIE_VALIDATION[v, lr][s], tie_test)
+    chosen = tuning.select(sweep, runs)
+    a, b = chosen.runner_up["a"], chosen.runner_up["b"]
+    assert (a.setting, b.setting) == ("learning_rate-0.001", "learning_rate-0.003")
+    assert a.best_mean == pytest.approx(1.1) and a.runner_up_mean == pytest.approx(3.4 / 3)
+    assert a.spread == pytest.approx(0.1)  # max(0.1, std(1.05, 1.15, 1.20) = 0.0764)
+    assert a.near_tie and not b.near_tie
+    assert b.spread == pytest.approx(0.1) and b.runner_up_mean == pytest.approx(1.0)
+
+    rows = summary.summarize(sweep, chosen.tuned)
+    untuned = summary.summarize(sweep, chosen.untuned)
+    lines = tuning.section(sweep, chosen, rows, untuned)
+    # b − a with each at its runner-up (b at 3e-3, a at 1e-3), paired by seed, by hand.
+    diffs = [tie_test("b", 3e-3, s) - tie_test("a", 1e-3, s) for s in sweep.seeds]
+    mean = sum(diffs) / 3
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 2)
+    half = SCIPY_T_975_DF2 * sd / math.sqrt(3)
+    row = next(line for line in lines if "b − a" in line).split(" | ")
+    # One comparison in its family: Holm's correction leaves it significant (†).
+    assert row[5] == f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]*† (n=3)"
+    assert row[6] == "≈ a"
+    table = next(line for line in lines if line.startswith("| a |")).split(" | ")
+    assert table[3:5] == ["learning_rate=0.001", "1.100 / 1.133 (0.1000) ≈"]

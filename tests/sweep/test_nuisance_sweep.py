@@ -131,10 +131,14 @@ def test_two_cells_two_learning_rates_two_seeds(project):
     report = workdir / "report.md"
     tuning_text = section(report, "Tuning")
     rows = [line for line in tuning_text.splitlines() if line.startswith("| shifted")]
-    # Chosen value, edge flag (1e-2 is the grid's end), untuned 0.8 - 0.1 + 0.05, tuned 0.855.
-    assert rows[0].rstrip(" |").split(" | ")[1:5] == [
+    # Chosen value, edge flag (1e-2 is the grid's end), the runner-up 1e-3 with its validation
+    # loss 1 + 1 (+ 0.01 * seed) beside the best's 1.005, both with std 0.007 over the seeds (no
+    # near tie), untuned 0.8 - 0.1 + 0.05, tuned 0.855.
+    assert rows[0].rstrip(" |").split(" | ")[1:7] == [
         "learning_rate=0.01",
         "⚠ learning_rate",
+        "learning_rate=0.001",
+        "1.005 / 2.005 (0.007071)",
         "0.755 ± 0.007 (n=2)",
         "0.855 ± 0.007 (n=2)",
     ]
@@ -225,3 +229,172 @@ def test_quick_keeps_the_full_sweeps_default_as_the_untuned_setting(project):
     assert counts == {"finished": 8}
     with open(workdir / "sweep.json") as f:
         assert json.load(f)["nuisance_default"] == {"train.learning_rate": 1e-3}
+
+
+def without_dates(report_path) -> list[str]:
+    """report.md's non-empty lines less those that change with every rebuild (dates, the note
+    saying it was rebuilt from runs.csv and its heading)."""
+    with open(report_path) as f:
+        lines = f.read().splitlines()
+    skip = ("- Sweep started", "- rebuilt from", "## Notes")
+    return [line for line in lines if line.strip() and not line.startswith(skip)]
+
+
+def poisoned_csv(source, target, metric="test/seq_accuracy"):
+    """A copy of runs.csv with every selection run's `metric` set to 0 (confirmation runs,
+    "<variant>/confirm/<setting>", kept)."""
+    rows = read_csv(source)
+    for row in rows:
+        if "/confirm/" not in row["variant"]:
+            row[metric] = "0.0"
+    with open(target, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_confirmation_runs_give_every_tuned_figure(project):
+    """2 cells x 2 learning rates x 2 seeds, each chosen setting retrained on seeds 10 and 11:
+    the tuned figures are those of the confirmation runs, which a rerun skips, a report rebuilt
+    from runs.csv reproduces, and poisoning the selection runs' test metrics cannot move."""
+    workdir = project / "runs"
+    sweep = tuned_sweep(confirm_seeds=(10, 11))
+    counts = run_sweep(sweep, "experiments/tuned.py", str(workdir), main_module="fake_main")
+    assert counts == {"finished": 12}
+    # Each variant's chosen setting (base 1e-3, shifted 1e-2) and no other, on the fresh seeds,
+    # as one seed group.
+    confirm = {p.relative_to(workdir).as_posix() for p in workdir.glob("*/confirm/*/seed_*")}
+    assert confirm == {
+        f"{v}/confirm/learning_rate-{lr}/seed_{s}"
+        for v, lr in (("base", "0.001"), ("shifted", "0.01"))
+        for s in (10, 11)
+    }
+    command = (workdir / "shifted/confirm/learning_rate-0.01/seed_10/command.txt").read_text()
+    assert "--seeds=10,11" in command and "--config.train.learning_rate=0.01" in command
+    # A rerun trains nothing; --status lists the confirmation runs.
+    summary = workdir / "base/confirm/learning_rate-0.001/seed_10/summary.json"
+    written = summary.stat().st_mtime_ns
+    assert run_sweep(sweep, "experiments/tuned.py", str(workdir), main_module="fake_main") == {
+        "finished": 12
+    }
+    assert summary.stat().st_mtime_ns == written
+    from transformer_jax.sweep import slurm
+
+    names = [s.name for s in slurm.sweep_status(str(workdir))]
+    assert names[-4:] == [
+        "base/confirm/learning_rate-0.001/seed_10",
+        "base/confirm/learning_rate-0.001/seed_11",
+        "shifted/confirm/learning_rate-0.01/seed_10",
+        "shifted/confirm/learning_rate-0.01/seed_11",
+    ]
+
+    report = write_report(str(workdir))
+    # Confirmation seeds 10, 11: shifted 0.8 + 0.05 + 0.105, base 0.905 (selection seeds would
+    # give 0.855 and 0.805).
+    results = {r["variant"]: r for r in read_csv(workdir / "results.csv")}
+    assert float(results["shifted"]["test/seq_accuracy:mean"]) == pytest.approx(0.955)
+    assert float(results["base"]["test/seq_accuracy:mean"]) == pytest.approx(0.905)
+    assert float(results["shifted"]["test/seq_accuracy:diff"]) == pytest.approx(0.05)
+    runs_csv = read_csv(workdir / "runs.csv")
+    assert len(runs_csv) == 12  # no row for the confirmations of settings not chosen
+    assert "Confirmation: each variant's chosen setting was trained again" in section(
+        report, "Tuning"
+    )
+
+    # Rebuilt from runs.csv alone: the same report.
+    committed = project / "committed"
+    committed.mkdir()
+    for name in ("sweep.json", "runs.csv"):
+        shutil.copy(workdir / name, committed / name)
+    rebuilt = write_report(str(committed), runs_csv=str(committed / "runs.csv"))
+    assert without_dates(rebuilt) == without_dates(report)
+    assert section(rebuilt, "Results") == section(report, "Results")
+    assert section(rebuilt, "Tuning") == section(report, "Tuning")
+    assert read_csv(committed / "results.csv") == read_csv(workdir / "results.csv")
+
+    # Every selection run's test metric poisoned: no tuned figure moves.
+    poisoned = project / "poisoned"
+    poisoned.mkdir()
+    shutil.copy(workdir / "sweep.json", poisoned / "sweep.json")
+    poisoned_csv(workdir / "runs.csv", poisoned / "runs.csv")
+    moved = write_report(str(poisoned), runs_csv=str(poisoned / "runs.csv"))
+    assert section(moved, "Results") == section(report, "Results")
+    assert read_csv(poisoned / "results.csv") == read_csv(workdir / "results.csv")
+    assert read_csv(poisoned / "selection.csv") == read_csv(workdir / "selection.csv")
+
+    def tuned_column(path):
+        rows = [line.split(" | ") for line in section(path, "Tuning").splitlines()]
+        return [row[4] for row in rows if len(row) > 4 and "shifted − base" in row[1]]
+
+    assert tuned_column(moved) == tuned_column(report) != []
+
+    # The selection changes (seed 1 of shifted now prefers 1e-3 by far): the runner refuses to
+    # go on with confirmation runs of the old choice, and the report sets them aside.
+    path = workdir / "shifted/learning_rate-0.001/seed_1/summary.json"
+    changed = json.loads(path.read_text())
+    changed["metrics"]["validation"]["loss"] = -10.0
+    path.write_text(json.dumps(changed))
+    with pytest.raises(ValueError, match="trained at learning_rate-0.01, but the selection now"):
+        run_sweep(sweep, "experiments/tuned.py", str(workdir), main_module="fake_main")
+    assert not (workdir / "shifted/confirm/learning_rate-0.001").exists()
+    notes = section(write_report(str(workdir)), "Notes")
+    assert "confirmation runs of shifted exist at learning_rate-0.01" in notes
+
+
+def test_confirmations_wait_for_their_variants_selection(project):
+    """Only base trained: its confirmation runs follow at once, shifted's wait in --status."""
+    from transformer_jax.sweep import slurm
+
+    workdir = project / "runs"
+    sweep = tuned_sweep(confirm_seeds=(10,))
+    counts = run_sweep(
+        sweep, "experiments/tuned.py", str(workdir), variants=["base"], main_module="fake_main"
+    )
+    assert counts == {"finished": 5}
+    states = {s.name: s.state for s in slurm.sweep_status(str(workdir))}
+    assert states["base/confirm/learning_rate-0.001/seed_10"] == "finished"
+    assert states["shifted/confirm/seed_10"] == "waiting"
+    assert states["shifted/learning_rate-0.01/seed_0"] == "pending"
+
+
+def test_a_job_launcher_submits_the_confirmations_once_the_selection_is_done(project):
+    """submitit_local (the Slurm path on this machine): the first submission trains the
+    selection, the next one submits the confirmation runs of the settings it chose."""
+    import time
+
+    from transformer_jax.sweep import slurm
+
+    workdir = project / "runs"
+    sweep = tuned_sweep(confirm_seeds=(10,))
+
+    def submit():
+        return slurm.submit_sweep(
+            sweep,
+            "experiments/tuned.py",
+            str(workdir),
+            launcher="submitit_local",
+            slurm=slurm.SlurmResources(),
+            main_module="fake_main",
+        )
+
+    def settled():
+        deadline = time.monotonic() + 600  # a guard against a hang, not a speed
+        while time.monotonic() < deadline:
+            now = {s.name: s.state for s in slurm.sweep_status(str(workdir))}
+            if not {"queued", "running"} & set(now.values()):
+                return now
+            time.sleep(0.2)
+        raise AssertionError("jobs still running after 600 s")
+
+    first = {s.name: s.state for s in submit()}
+    assert len(first) == 8 and set(first.values()) <= {"queued", "running", "finished"}
+    after_selection = settled()
+    assert after_selection["shifted/confirm/learning_rate-0.01/seed_10"] == "pending"
+    assert after_selection["base/confirm/learning_rate-0.001/seed_10"] == "pending"
+    second = {s.name: s.state for s in submit()}
+    assert set(second) == {
+        "base/confirm/learning_rate-0.001/seed_10",
+        "shifted/confirm/learning_rate-0.01/seed_10",
+    } | set(first)
+    done = settled()
+    assert set(done.values()) == {"finished"} and len(done) == 10

@@ -343,7 +343,10 @@ def test_a_sweep_trains_each_variant_as_one_seed_group(tmp_path, monkeypatch):
         baseline="base",
     )
     monkeypatch.chdir(REPO)
-    counts = run_sweep(sweep, "inline", str(tmp_path / "sweep"), machine={"platform": "cpu"})
+    # The repository may hold uncommitted work while its tests run: not what this test checks.
+    counts = run_sweep(
+        sweep, "inline", str(tmp_path / "sweep"), machine={"platform": "cpu"}, allow_dirty=True
+    )
     assert counts == {"finished": 4}
     write_report(str(tmp_path / "sweep"))
     for variant in ("base", "no_scale"):

@@ -7,6 +7,7 @@ results/ folder. Flat sweeps get one table per metric against the baseline; fact
 (sweep/factors.py) one table of cells and one of effects per metric (report/factorial.py).
 """
 
+import collections
 import contextlib
 import datetime
 import os
@@ -47,22 +48,56 @@ def _remove_stale(workdir: str, fname: str) -> None:
         os.remove(os.path.join(workdir, fname))
 
 
-def _header(resolved: dict[str, Any], sweep: Sweep, rows, report_commit: str) -> list[str]:
+def _code_versions(records) -> collections.Counter:
+    """Code version (RunRecord.code_versions) -> the number of runs trained at it."""
+    return collections.Counter(v for r in records for v in r.code_versions)
+
+
+def code_warning(records) -> list[str]:
+    """The lines that open report.md when its runs were not all trained at one clean commit:
+    mixed versions, or uncommitted changes (a "+diff:" version, or a trainer's "-dirty")."""
+    versions = _code_versions(records)
+    dirty = sum(
+        any("+diff:" in v or v.endswith("-dirty") for v in r.code_versions) for r in records
+    )
+    lines = []
+    if len(versions) > 1:
+        lines.append(
+            f"> ⚠ **Mixed code**: the runs were trained at {len(versions)} code versions (listed "
+            "below); a difference between variants may be one between versions."
+        )
+    if dirty:
+        lines.append(
+            f"> ⚠ **Uncommitted code**: {dirty} run(s) were trained from a tree with uncommitted "
+            "changes (`+diff:` gives the sha256 of the changes, `-dirty` an unrecorded one)."
+        )
+    return [*lines, ""] if lines else []
+
+
+def _header(resolved: dict[str, Any], sweep: Sweep, all_runs, report_commit: str) -> list[str]:
     invocations = resolved.get("invocations") or [{}]
     last = invocations[-1]
-    run_commits = sorted({r.git_commit for row in rows for r in row.runs if r.git_commit})
+    versions = _code_versions(all_runs)
     name = os.path.splitext(os.path.basename(resolved.get("file", "sweep")))[0]
     lines = [
         f"# Sweep `{name}`",
         "",
+        *code_warning(all_runs),
         "> " + sweep.description.strip().replace("\n", "\n> "),
         "",
         f"- Sweep file: `{resolved.get('file', 'unknown')}`",
         f"- Base config: `{resolved.get('config_spec', sweep.config_spec)}`"
         + (" (quick: every run shrunk)" if resolved.get("quick") else ""),
-        f"- Seeds: {', '.join(map(str, sweep.seeds))}; baseline: `{sweep.baseline}`",
+        f"- Seeds: {', '.join(map(str, sweep.seeds))}"
+        + (
+            " choose the settings; confirmation seeds "
+            f"{', '.join(map(str, sweep.confirm_seeds))} give every test figure"
+            if sweep.confirm_seeds
+            else ""
+        )
+        + f"; baseline: `{sweep.baseline}`",
         f"- Git commit (report): `{report_commit}`; runs trained at: "
-        + (", ".join(f"`{c}`" for c in run_commits) or "unknown"),
+        + (", ".join(f"`{c}` ({n} runs)" for c, n in sorted(versions.items())) or "unknown"),
         f"- Sweep started: {invocations[0].get('date', 'unknown')}; last launched: "
         f"{last.get('date', 'unknown')}; report written: "
         f"{datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
@@ -126,7 +161,7 @@ def write_report(
     resolved = read_sweep_json(workdir)
     sweep = Sweep.from_dict(resolved)
     runs = summary.read_runs(sweep, workdir, runs_csv)
-    all_runs = [r for records in runs.values() for r in records]
+    all_runs = tuning.recorded_runs(sweep, runs)
     # Each ended run's TensorBoard HParams session, also for runs that predate them.
     sweep_hparams.write_sessions(
         workdir, sweep, resolved["config_spec"], all_runs, resolved.get("cwd")
@@ -212,7 +247,7 @@ def write_report(
         tuning_lines += tuning.best_at_each_value_lines(sweep, by_run_variant, digits)
         figures += _isolation_plots(workdir, sweep, by_run_variant)
 
-    lines = _header(resolved, sweep, rows, git_commit())
+    lines = _header(resolved, sweep, all_runs, git_commit())
     lines += ["", "## Results", ""]
     if metric_tables:
         lines += [

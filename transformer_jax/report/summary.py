@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 
 from transformer_jax.report import stats
 from transformer_jax.run_dir import LOG_FILE, SUMMARY_FILE
+from transformer_jax.sweep import selection
 from transformer_jax.sweep.spec import OverrideValue, Sweep
-from transformer_jax.sweep_dir import RunRecord, read_run, read_runs_csv, run_dir
+from transformer_jax.sweep_dir import RunRecord, read_runs_csv, run_dir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +79,9 @@ def read_runs(
 ) -> dict[str, tuple[RunRecord, ...]]:
     """Every (run variant, seed) of the sweep, in sweep order, read from its run directory, or
     from runs.csv files when given. Run variants are the variants, or with nuisance factors
-    "<variant>/<setting>" (sweep.run_variants; report/tuning.py chooses among the settings).
+    "<variant>/<setting>" (sweep.run_variants; report/tuning.py chooses among the settings),
+    and with confirm_seeds "<variant>/confirm/<setting>" for every setting, a record per
+    confirmation seed (sweep/selection.py read_runs).
 
     With several files (e.g. the committed results and a workdir that trained only new cells)
     a run one file lists as missing is taken from another; two files with a result for the same
@@ -86,10 +89,7 @@ def read_runs(
     the sweep are an error, so that a renamed variant is not silently dropped.
     """
     if runs_csv is None:
-        return {
-            name: tuple(read_run(workdir, name, seed) for seed in sweep.seeds)
-            for name in sweep.run_variants
-        }
+        return selection.read_runs(sweep, workdir)
     paths = [runs_csv] if isinstance(runs_csv, str) else list(runs_csv)
     records: dict[tuple[str, int], RunRecord] = {}
     for path in paths:
@@ -100,22 +100,23 @@ def read_runs(
                 )
             if key not in records or records[key].status == "missing":
                 records[key] = record
-    unknown = sorted(
-        f"{v}/seed_{s}" for v, s in records if v not in sweep.run_variants or s not in sweep.seeds
-    )
+    seeds_of = {name: sweep.seeds for name in sweep.run_variants}
+    seeds_of |= {name: sweep.confirm_seeds for name in sweep.confirm_run_variants}
+    unknown = sorted(f"{v}/seed_{s}" for v, s in records if s not in seeds_of.get(v, ()))
     if unknown:
+        confirm = f"; confirmation seeds: {', '.join(map(str, sweep.confirm_seeds))}"
         raise ValueError(
             f"{', '.join(paths)} list runs that are not part of the sweep: {', '.join(unknown)}; "
             f"its variants: {', '.join(sweep.run_variants)}; seeds: "
-            f"{', '.join(map(str, sweep.seeds))}"
+            f"{', '.join(map(str, sweep.seeds))}" + (confirm if sweep.confirm_seeds else "")
         )
     return {
         name: tuple(
             records.get((name, seed))
             or RunRecord(name, seed, run_dir(workdir, name, seed), "missing")
-            for seed in sweep.seeds
+            for seed in seeds
         )
-        for name in sweep.run_variants
+        for name, seeds in seeds_of.items()
     }
 
 
@@ -229,7 +230,7 @@ def notes(sweep: Sweep, rows: Sequence[VariantSummary]) -> list[str]:
                 f"{m} is absent from {SUMMARY_FILE} of {len(lacking)} finished "
                 f"run(s) of {row.name}; available: {', '.join(available) or 'none'}"
             )
-    commits = sorted({r.git_commit for row in rows for r in row.runs if r.git_commit})
+    commits = sorted({v for row in rows for r in row.runs for v in r.code_versions})
     if len(commits) > 1:
         out.append(f"runs were trained from different git commits: {', '.join(commits)}")
     baseline = next(row for row in rows if row.is_baseline)

@@ -9,15 +9,18 @@ setting each variant is compared at:
   seed: both sides of a difference use the same seed, each at its own setting).
 
 A diverged run scores worst. A choice is made only once every setting it chooses among is done
-(finished or diverged); until then the variant (or seed) counts as missing.
+(finished or diverged); until then the variant (or seed) counts as missing. The choice itself is
+sweep/selection.py's, which the runner also calls to know what the confirmation runs
+(confirm_seeds) retrain; with them, every tuned figure comes from those runs.
 
 What tuning changed is reported beside the tuned tables: the chosen values with a flag when
 one sits at the edge of its grid, every metric at the shared default (the base config's values,
 the untuned sweep) beside the tuned one, and for every comparison whether its verdict (sign,
-`*`, `†`) is kept. For a second nuisance key (warmup beside the learning rate), each
-variant's best at each of its values, so that "needs warmup" can be read as its own question.
-The isolation plots (the Tuning Playbook's) draw select_on against the
-learning rate, one line per variant.
+`*`, `†`) is kept, and as its sensitivity the same comparison at each cell's runner-up
+setting with a mark where a cell's two best settings are a near tie. For a second nuisance key
+(warmup beside the learning rate), each variant's best at each of its values, so that "needs
+warmup" can be read as its own question. The isolation plots (the Tuning Playbook's) draw
+select_on against the learning rate, one line per variant.
 """
 
 import csv
@@ -26,7 +29,7 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 
-from transformer_jax.report import factorial, stats
+from transformer_jax.report import factorial, stats, summary
 from transformer_jax.report.summary import VariantSummary
 from transformer_jax.report.tables import (
     HOLM,
@@ -36,83 +39,40 @@ from transformer_jax.report.tables import (
     survives_holm,
 )
 from transformer_jax.sweep import nuisance as nuisance_lib
+from transformer_jax.sweep import selection
+from transformer_jax.sweep.selection import RunnerUp, choose
 from transformer_jax.sweep.spec import Sweep
 from transformer_jax.sweep_dir import RunRecord
 
 SELECTION_CSV = "selection.csv"
+NEAR_TIE = "≈"  # the best and runner-up settings' validation means are within their seed spread
 # The nuisance key on the isolation plots' x axis when the grid has it.
 LEARNING_RATE = "train.learning_rate"
 
 
-def score(record: RunRecord, select_on: str, mode: str) -> float | None:
-    """What one run scores for the selection: its select_on value (a diverged run the worst
-    possible), or None while it is not done. Reads select_on and nothing else of the run."""
-    if record.status == "diverged":
-        return -math.inf if mode == "max" else math.inf
-    if record.status != "finished":
-        return None
-    return record.metric(select_on)
-
-
-def _best(candidates: Mapping[str, float], mode: str) -> str:
-    """The best-scoring key, the first in order among ties."""
-    sign = 1.0 if mode == "max" else -1.0
-    return max(candidates, key=lambda k: (sign * candidates[k], -list(candidates).index(k)))
-
-
-def choose(
-    scores: Mapping[str, Mapping[int, float | None]], seeds: Sequence[int], mode: str, per: str
-) -> dict[int, str]:
-    """seed -> the chosen setting, from scores (setting -> seed -> score, None when not done);
-    seeds whose choice is not yet possible are left out.
-
-    per="cell": every seed gets the setting with the best mean score over the seeds (only once
-    every setting has every seed done); per="seed": each seed its best setting (once that seed
-    is done at every setting).
-    """
-    if per == "cell":
-        if any(scores[s].get(seed) is None for s in scores for seed in seeds):
-            return {}
-        best = _best({s: stats.mean([scores[s][seed] for seed in seeds]) for s in scores}, mode)
-        return dict.fromkeys(seeds, best)
-    out = {}
-    for seed in seeds:
-        by_setting = {s: scores[s].get(seed) for s in scores}
-        if all(v is not None for v in by_setting.values()):
-            out[seed] = _best(by_setting, mode)
-    return out
-
-
 @dataclasses.dataclass(frozen=True)
 class Tuning:
-    """The selection and the two views of the sweep it gives.
+    """The selection and the views of the sweep it gives.
 
     chosen: variant -> seed -> chosen setting (seeds not yet choosable left out).
     tuned / untuned: variant -> one record per seed, at the chosen setting / the default one
-      (a "missing" record where there is none), the input of summary.summarize.
+      (a "missing" record where there is none), the input of summary.summarize. With
+      confirm_seeds, tuned holds the confirmation runs (one per confirm seed), never a
+      selection run; untuned stays the selection runs at the default setting.
+    runner_up: variant -> its second-best setting with the near-tie test (select_per="cell",
+      once its choice is made); second: variant -> one selection record per seed at it.
     """
 
     chosen: dict[str, dict[int, str]]
     tuned: dict[str, tuple[RunRecord, ...]]
     untuned: dict[str, tuple[RunRecord, ...]]
     notes: tuple[str, ...] = ()
+    runner_up: dict[str, RunnerUp] = dataclasses.field(default_factory=dict)
+    second: dict[str, tuple[RunRecord, ...]] = dataclasses.field(default_factory=dict)
 
 
 def _missing(record: RunRecord, variant: str) -> RunRecord:
     return RunRecord(variant, record.seed, record.path, "missing")
-
-
-def _scores(
-    sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]], variant: str, settings: Sequence[str]
-) -> dict[str, dict[int, float | None]]:
-    """setting -> seed -> score (select_on alone) of one variant's runs at those settings."""
-    return {
-        s: {
-            r.seed: score(r, sweep.select_on, sweep.select_mode)
-            for r in runs[nuisance_lib.run_variant(variant, s)]
-        }
-        for s in settings
-    }
 
 
 def _x_key(sweep: Sweep) -> str:
@@ -123,31 +83,94 @@ def _x_key(sweep: Sweep) -> str:
 def select(sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]) -> Tuning:
     """Chooses every variant's setting from runs (run variant -> records, summary.read_runs).
 
-    The choice reads select_on alone: the test metrics cannot influence it.
+    The choice reads select_on alone: the test metrics cannot influence it. With confirm_seeds
+    the tuned records are the confirmation runs at the chosen setting.
     """
-    chosen, tuned, untuned = {}, {}, {}
+    chosen = selection.chosen(sweep, runs)
+    tuned, untuned, runner_up, second = {}, {}, {}, {}
     for variant in sweep.variants:
         by_setting = {
             s: {r.seed: r for r in runs[nuisance_lib.run_variant(variant, s)]}
             for s in sweep.settings
         }
-        scores = _scores(sweep, runs, variant, sweep.settings)
-        chosen[variant] = choose(scores, sweep.seeds, sweep.select_mode, sweep.select_per)
         first = by_setting[next(iter(by_setting))]
-        tuned[variant] = tuple(
-            dataclasses.replace(by_setting[chosen[variant][seed]][seed], variant=variant)
-            if seed in chosen[variant]
-            else _missing(first[seed], variant)
-            for seed in sweep.seeds
-        )
+        tuned[variant] = _tuned(sweep, runs, variant, chosen[variant], by_setting)
         default = by_setting.get(sweep.default_setting)
-        untuned[variant] = tuple(
-            dataclasses.replace(default[seed], variant=variant)
-            if default
-            else _missing(first[seed], variant)
-            for seed in sweep.seeds
-        )
-    return Tuning(chosen, tuned, untuned, _absent(sweep, runs))
+        untuned[variant] = _at(variant, default, first, sweep.seeds)
+        up = None
+        if sweep.select_per == "cell":
+            scores = selection.variant_scores(sweep, runs, variant)
+            up = selection.runner_up(scores, sweep.seeds, sweep.select_mode)
+        if up is not None:
+            runner_up[variant] = up
+        second[variant] = _at(variant, up and by_setting[up.setting], first, sweep.seeds)
+    notes = _absent(sweep, runs) + _stale(sweep, runs, chosen)
+    return Tuning(chosen, tuned, untuned, notes, runner_up, second)
+
+
+def _missing(record: RunRecord, variant: str) -> RunRecord:
+    return RunRecord(variant, record.seed, record.path, "missing")
+
+
+def _at(variant, records, first, seeds) -> tuple[RunRecord, ...]:
+    """One record per seed of `records` (seed -> record; None: every one missing), named
+    `variant`."""
+    return tuple(
+        dataclasses.replace(records[seed], variant=variant)
+        if records
+        else _missing(first[seed], variant)
+        for seed in seeds
+    )
+
+
+def _tuned(sweep, runs, variant, chosen, by_setting) -> tuple[RunRecord, ...]:
+    """The records the tuned comparison reads: the confirmation runs at the chosen setting, or
+    without confirm_seeds the selection runs each seed chose."""
+    if sweep.confirm_seeds:
+        if not chosen:
+            return tuple(
+                RunRecord(variant, s, f"{variant}/{nuisance_lib.CONFIRM}", "missing")
+                for s in sweep.confirm_seeds
+            )
+        name = nuisance_lib.confirm_run_variant(variant, next(iter(chosen.values())))
+        return tuple(dataclasses.replace(r, variant=variant) for r in runs.get(name, ()))
+    first = by_setting[next(iter(by_setting))]
+    return tuple(
+        dataclasses.replace(by_setting[chosen[seed]][seed], variant=variant)
+        if seed in chosen
+        else _missing(first[seed], variant)
+        for seed in sweep.seeds
+    )
+
+
+def _stale(sweep, runs, chosen) -> tuple[str, ...]:
+    """A note per variant with confirmation runs at a setting it no longer chooses."""
+    settings = {v: next(iter(c.values())) for v, c in chosen.items() if c}
+    return tuple(
+        f"confirmation runs of {variant} exist at {', '.join(others)}, but the selection now "
+        f"chooses {settings[variant]}: they are not reported (the selection runs changed after "
+        "they were trained)"
+        for variant, others in selection.stale_confirmations(sweep, runs, settings).items()
+    )
+
+
+def recorded_runs(sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]) -> list[RunRecord]:
+    """The runs runs.csv lists: every selection run, and of the confirmation runs those started
+    and those of each chosen setting (not the candidates at every other setting)."""
+    wanted = (
+        {
+            nuisance_lib.confirm_run_variant(v, s)
+            for v, s in selection.confirm_settings(sweep, runs).items()
+        }
+        if sweep.confirm_seeds
+        else set()
+    )
+    return [
+        r
+        for name, records in runs.items()
+        for r in records
+        if not nuisance_lib.is_confirm(name) or name in wanted or r.status != "missing"
+    ]
 
 
 def _absent(sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]) -> tuple[str, ...]:
@@ -240,14 +263,16 @@ def section(
         f"base config ({default}).",
         "",
     ]
-    header = ["Variant", "Chosen", "Edge of grid"]
+    if sweep.confirm_seeds:
+        lines += [confirm_text(sweep), ""]
+    header = ["Variant", "Chosen", "Edge of grid", "Runner-up", f"`{sweep.select_on}` best / 2nd"]
     for m in sweep.metrics:
         header += [f"`{m}` untuned", "tuned"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     untuned_by_name = {row.name: row for row in untuned_rows}
     for row in tuned_rows:
         values, flag = chosen_text(sweep, tuning.chosen[row.name])
-        cells = [row.name, values, flag]
+        cells = [row.name, values, flag, *runner_up_text(sweep, tuning, row.name, digits)]
         for m in sweep.metrics:
             cells += [
                 format_mean_std(untuned_by_name[row.name].metrics[m], digits),
@@ -257,7 +282,12 @@ def section(
     lines += [
         "",
         "⚠: the chosen value is the smallest or largest of its grid; the best may lie beyond "
-        "it, so the grid should be widened.",
+        "it, so the grid should be widened. Runner-up: the second-best setting, with the mean "
+        f"`{sweep.select_on}` over the selection seeds at the best and at it, and in brackets "
+        "their seed spread: the larger of the two settings' sample standard deviations "
+        f"(ddof=1) of `{sweep.select_on}` over those seeds. {NEAR_TIE}: a near tie, the two "
+        "means differ by less than that spread (another draw of seeds may well choose the "
+        "runner-up).",
         "",
         "### Verdicts untuned and tuned",
         "",
@@ -265,8 +295,11 @@ def section(
     before = {
         (t, c.label, c.held_fixed): c for t, c in comparisons(sweep, untuned_rows, confidence)
     }
-    header = ["Metric", "Comparison", "Held fixed", "Untuned Δ", "Tuned Δ", "Verdict"]
+    header = ["Metric", "Comparison", "Held fixed", "Untuned Δ", "Tuned Δ", "Runner-up Δ"]
+    header += ["Near tie", "Verdict"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    second_rows = summary.summarize(sweep, tuning.second, confidence)
+    second = {(t, c.label, c.held_fixed): c for t, c in comparisons(sweep, second_rows, confidence)}
     changed = 0
     for title, c in comparisons(sweep, tuned_rows, confidence):
         u = before.get((title, c.label, c.held_fixed))
@@ -280,21 +313,68 @@ def section(
             status = "kept"
         else:
             status, changed = f"**changed** ({old} → {new})", changed + 1
+        r = second.get((title, c.label, c.held_fixed))
+        ties = [name for _, name in c.terms if _is_near_tie(tuning, name)]
         cells = [
             f"`{title}`",
             c.label,
             c.held_fixed or "–",
             format_paired(u.diff, digits, survives_holm(u.p_holm, confidence)) if u else "–",
             format_paired(c.diff, digits, survives_holm(c.p_holm, confidence)),
+            format_paired(r.diff, digits, survives_holm(r.p_holm, confidence))
+            if r and r.diff.n
+            else "–",
+            f"{NEAR_TIE} {', '.join(ties)}" if ties else "",
             status,
         ]
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     lines += [
         "",
         f"A verdict is the sign of Δ with its markers (`{SIGNIFICANT}`, {HOLM}, as in the tables "
-        f"above); {changed} changed under tuning.",
+        f"above); {changed} changed under tuning. Untuned Δ: the selection runs at the shared "
+        "default. Tuned Δ: "
+        + (
+            f"the confirmation runs (seeds {', '.join(map(str, sweep.confirm_seeds))}), "
+            "none of which took part in the choice. "
+            if sweep.confirm_seeds
+            else "the selection runs at the chosen settings. "
+        )
+        + "Runner-up Δ: the same comparison with every cell at its runner-up setting, on the "
+        f"selection seeds ({', '.join(map(str, sweep.seeds))}): how far the figure depends on "
+        f"the choice (select_per=cell only). Near tie: the cells of the comparison whose choice "
+        f"is a near tie ({NEAR_TIE}, above).",
     ]
     return lines
+
+
+def confirm_text(sweep: Sweep) -> str:
+    """The sentence saying where the tuned figures come from, with confirmation seeds."""
+    return (
+        f"Confirmation: each variant's chosen setting was trained again on the fresh seeds "
+        f"{', '.join(map(str, sweep.confirm_seeds))} (WORKDIR/<variant>/"
+        f"{nuisance_lib.CONFIRM}/<setting>/). Every test figure, Δ and verdict of the tables "
+        "above and of the tuned columns here comes from these confirmation runs; the selection "
+        f"runs (seeds {', '.join(map(str, sweep.seeds))}) only chose, on validation, and give "
+        "the untuned and runner-up columns."
+    )
+
+
+def _is_near_tie(tuning: Tuning, variant: str) -> bool:
+    up = tuning.runner_up.get(variant)
+    return up is not None and up.near_tie
+
+
+def runner_up_text(sweep: Sweep, tuning: Tuning, variant: str, digits: int) -> tuple[str, str]:
+    """(the runner-up's values, "best / runner-up (spread)" of select_on with the near-tie
+    mark) of one variant; dashes before its choice (or with select_per="seed")."""
+    up = tuning.runner_up.get(variant)
+    if up is None:
+        return "–", "–"
+    # Significant digits: validation losses near 0 (0.00543 against 0.00564) must stay apart.
+    fmt = f"#.{digits + 1}g"
+    spread = "–" if math.isnan(up.spread) else format(up.spread, fmt)
+    scores = f"{format(up.best_mean, fmt)} / {format(up.runner_up_mean, fmt)} ({spread})"
+    return _values(sweep.settings[up.setting]), scores + (f" {NEAR_TIE}" if up.near_tie else "")
 
 
 def best_at_each_value(
@@ -317,7 +397,7 @@ def best_at_each_value(
             out[key][variant] = {}
             for value in sweep.nuisance[key]:
                 at_value = [s for s, setting in sweep.settings.items() if setting[key] == value]
-                scores = _scores(sweep, runs, variant, at_value)
+                scores = selection.variant_scores(sweep, runs, variant, at_value)
                 chosen = choose(scores, sweep.seeds, sweep.select_mode, "cell")
                 if chosen:
                     out[key][variant][value] = chosen[sweep.seeds[0]]

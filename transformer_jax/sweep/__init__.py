@@ -5,6 +5,9 @@
 Modules:
   factors   Factor and SplitFactor: a sweep's variants as the cells of a grid of factors.
   nuisance  nuisance factors (learning rate, warmup): tuned per variant, chosen on validation.
+  selection the choice of each variant's setting, shared by the runner (confirmation runs) and
+            the report.
+  code_version  the commit the runs are launched at; a tree with uncommitted code is refused.
   spec      the Sweep definition a sweep file returns; loading it and checking its overrides.
   launcher  one run as a subprocess: command.txt, run.log, CPU pinning, the workdir lock and
             failure.json.

@@ -66,6 +66,13 @@ def define_flags() -> None:
         "results/<sweep>/runs.csv) instead of the run directories, which need not exist; "
         "several, comma-separated, are merged (a run missing from one is taken from another).",
     )
+    flags.DEFINE_bool(
+        "allow_dirty",
+        False,
+        "Launch runs even though transformer_jax/, configs/ or experiments/ have uncommitted "
+        "changes (refused by default: one code version per sweep); each run records the "
+        "diff's sha256 in its code.json.",
+    )
     flags.DEFINE_string("main_module", DEFAULT_MAIN, "Trainer module run with python -m.")
     slurm.define_flags()  # --launcher, --status, --slurm_*
 
@@ -134,10 +141,13 @@ def _main(argv: Sequence[str]) -> int:
             command=recorded_command("transformer_jax.sweep", sys.argv[1:]),
             seed_groups=f.seed_groups,
             compile_cache=f.compile_cache,
+            allow_dirty=f.allow_dirty,
         )
         print(slurm.format_status(states))
         print(
-            f"\nRerun this command to resubmit what fails or is interrupted; --workdir={workdir} "
+            f"\nRerun this command to resubmit what fails or is interrupted (and, once a "
+            "variant's selection runs are done, to submit its confirmation runs); "
+            f"--workdir={workdir} "
             "--status shows progress, --report_only writes the report."
         )
         return 0
@@ -153,6 +163,7 @@ def _main(argv: Sequence[str]) -> int:
         compile_cache=f.compile_cache,
         main_module=f.main_module,
         command=recorded_command("transformer_jax.sweep", sys.argv[1:]),
+        allow_dirty=f.allow_dirty,
     )
     report = write_report(workdir)
     print(results_section(report))

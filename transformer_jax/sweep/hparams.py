@@ -50,10 +50,11 @@ def base_values(
 def variant_hparams(
     sweep: Sweep, config_spec: str, cwd: str | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Run variant (sweep.run_variants: with nuisance, "<variant>/<setting>") -> its hparams
-    (all but the seed), in sweep order. With nuisance, "setting" names the run's setting and the
-    nuisance keys are among the overridden fields."""
-    run_variants = sweep.run_variants
+    """Run variant (sweep.run_variants: with nuisance, "<variant>/<setting>"; then the
+    confirmation ones, "<variant>/confirm/<setting>") -> its hparams (all but the seed), in
+    sweep order. With nuisance, "setting" names the run's setting and the nuisance keys are
+    among the overridden fields; a confirmation run has the same hparams, its seed differs."""
+    run_variants = {**sweep.run_variants, **sweep.confirm_run_variants}
     keys = {key for overrides in run_variants.values() for key in overrides}
     base = base_values(sweep, config_spec, keys, cwd)
     out = {}

@@ -35,6 +35,7 @@ from transformer_jax.run_dir import (
     HPARAMS_FILE,
     LOG_FILE,
     STOPPED_EXIT_CODE,
+    record_code,
     write_json,
 )
 
@@ -54,6 +55,9 @@ class RunSpec:
     # hparams.json of the run (run_dir.HPARAMS_FILE: sweep name and hparams), written when it
     # is launched; {} writes none.
     hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    # The code version it is launched at (sweep/code_version.py), appended to its code.json
+    # (run_dir.CODE_FILE) when launched; {} records none.
+    code: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def name(self) -> str:
@@ -228,6 +232,8 @@ class Launch:
                     f.write(self.command_line + "\n")
             if run.hparams:
                 write_json(os.path.join(run.path, HPARAMS_FILE), run.hparams)
+            if run.code:
+                record_code(run.path, run.code)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(run.path, FAILURE_FILE))
         self.spec = spec

@@ -16,6 +16,10 @@ WORKDIR/<variant>/<setting>/seed_<seed>/, the setting named by its values
 Inside the runner and the report a (variant, setting) pair is a *run variant* named
 "<variant>/<setting>": it has its own overrides (the variant's plus the setting's), its own seed
 group and its own rows in runs.csv.
+
+With `confirm_seeds`, the setting each variant chooses is trained again on those fresh seeds as
+the run variant "<variant>/confirm/<setting>" (WORKDIR/<variant>/confirm/<setting>/seed_<s>/),
+and the report takes every test figure from these confirmation runs (sweep/selection.py).
 """
 
 import itertools
@@ -28,6 +32,9 @@ SelectMode = Literal["max", "min"]
 SelectPer = Literal["cell", "seed"]
 SELECT_MODES = ("max", "min")
 SELECT_PER = ("cell", "seed")
+# The directory of a variant's confirmation runs; no setting is named so (a setting's name
+# always holds a "-": "learning_rate-0.002").
+CONFIRM = "confirm"
 
 
 def check_grid(nuisance: Any) -> dict[str, tuple[Any, ...]]:
@@ -90,9 +97,21 @@ def run_variant(variant: str, setting: str) -> str:
 
 
 def split_run_variant(name: str) -> tuple[str, str]:
-    """Inverse of run_variant: (variant, setting); setting is "" for a sweep without nuisance."""
+    """Inverse of run_variant (and confirm_run_variant): (variant, setting); setting is "" for a
+    sweep without nuisance."""
     variant, _, setting = name.partition("/")
-    return variant, setting
+    return variant, setting.removeprefix(f"{CONFIRM}/")
+
+
+def confirm_run_variant(variant: str, setting: str) -> str:
+    """The confirmation runs of a variant at a setting, "<variant>/confirm/<setting>": their
+    directory WORKDIR/<variant>/confirm/<setting>/ records the setting they trained at."""
+    return f"{variant}/{CONFIRM}/{setting}"
+
+
+def is_confirm(name: str) -> bool:
+    """Whether a run variant is a confirmation one (confirm_run_variant)."""
+    return name.partition("/")[2].startswith(f"{CONFIRM}/")
 
 
 def on_edge(grid: Mapping[str, Sequence[Any]], setting: Mapping[str, Any]) -> list[str]:

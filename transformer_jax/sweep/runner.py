@@ -21,6 +21,12 @@ pending seeds of one variant instead train in one process as a seed group,
 command.txt records the group's command and ends with its own, which resumes it alone and is
 what check_commands compares, and the group's output goes to every seed's run.log.
 
+With confirm_seeds (sweep/nuisance.py) a second stage follows: as soon as a variant's
+selection is complete, its chosen setting trains on the confirmation seeds in
+WORKDIR/<variant>/confirm/<setting>/seed_<seed>/ (sweep/selection.py). Before anything starts,
+a tree with uncommitted changes to the code is refused unless allow_dirty, and every launched
+run records its code version in code.json (sweep/code_version.py).
+
 Rerunning the same sweep resumes: finished and diverged runs (deterministic) are skipped,
 interrupted runs are relaunched (the trainer resumes from its checkpoints; the seeds still
 pending form the group) and failed runs are retried. A
@@ -31,6 +37,7 @@ which reads only the sweep directory (transformer_jax/sweep_dir.py).
 
 import collections
 import contextlib
+import dataclasses
 import os
 import shlex
 import signal
@@ -44,10 +51,10 @@ from absl import logging
 
 from transformer_jax import environment, sweep_dir
 from transformer_jax.run_dir import COMMAND_FILE, LOG_FILE, git_commit
+from transformer_jax.sweep import code_version, launcher, selection
 from transformer_jax.sweep import hparams as sweep_hparams
-from transformer_jax.sweep import launcher
 from transformer_jax.sweep.launcher import RunSpec
-from transformer_jax.sweep.nuisance import split_run_variant
+from transformer_jax.sweep.nuisance import confirm_run_variant, is_confirm, split_run_variant
 from transformer_jax.sweep.spec import (
     Sweep,
     check_overrides,
@@ -85,9 +92,10 @@ def build_argv(
 ) -> tuple[str, ...]:
     """The trainer command of one run (ml_collections config flags for seed and overrides), or
     with several seeds, of their seed group in `path`, the variant's directory. variant is a run
-    variant (sweep.run_variants: with nuisance, "<variant>/<setting>")."""
+    variant (sweep.run_variants: with nuisance, "<variant>/<setting>"; or a confirmation one,
+    "<variant>/confirm/<setting>")."""
     overrides = [
-        f"--config.{k}={format_override(v)}" for k, v in sweep.run_variants[variant].items()
+        f"--config.{k}={format_override(v)}" for k, v in sweep.overrides_of(variant).items()
     ]
     if isinstance(seed, int):
         seeds = f"--config.seed={seed}"
@@ -140,18 +148,49 @@ def plan(
     seeds: Sequence[int] | None = None,
     main_module: str = DEFAULT_MAIN,
 ) -> list[RunSpec]:
-    """The selected runs, variant-major in sweep order; selections must be part of the sweep.
-    With nuisance, every setting of each selected variant (run variants "<variant>/<setting>")."""
+    """The selected runs of the selection stage, variant-major in sweep order; selections must be
+    part of the sweep (--seeds may also name confirmation seeds: `plan_confirm`). With nuisance,
+    every setting of each selected variant (run variants "<variant>/<setting>")."""
+    variants, seeds = _selected(sweep, variants, seeds)
+    return _specs(sweep, workdir, config_spec, main_module, sweep.run_variants, variants, seeds)
+
+
+def plan_confirm(
+    sweep: Sweep,
+    workdir: str,
+    config_spec: str,
+    settings: Mapping[str, str],
+    variants: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    main_module: str = DEFAULT_MAIN,
+) -> list[RunSpec]:
+    """The selected confirmation runs: each variant of `settings` (variant -> chosen setting,
+    selection.confirm_settings) at its setting, on the selected confirmation seeds."""
+    variants, seeds = _selected(sweep, variants, seeds)
+    run_variants = [confirm_run_variant(v, settings[v]) for v in sweep.variants if v in settings]
+    return _specs(sweep, workdir, config_spec, main_module, run_variants, variants, seeds)
+
+
+def _selected(
+    sweep: Sweep, variants: Sequence[str] | None, seeds: Sequence[int] | None
+) -> tuple[list[str], list[int]]:
+    """The --variants and --seeds selections (all when empty), each checked against the sweep."""
     variants = list(sweep.variants) if not variants else list(variants)
-    seeds = list(sweep.seeds) if not seeds else list(seeds)
+    every_seed = (*sweep.seeds, *sweep.confirm_seeds)
+    seeds = list(every_seed) if not seeds else list(seeds)
     for v in variants:
         if v not in sweep.variants:
             raise ValueError(f"--variants contains {v!r}; valid: {', '.join(sweep.variants)}")
     for s in seeds:
-        if s not in sweep.seeds:
-            raise ValueError(f"--seeds contains {s}; valid: {', '.join(map(str, sweep.seeds))}")
+        if s not in every_seed:
+            raise ValueError(f"--seeds contains {s}; valid: {', '.join(map(str, every_seed))}")
+    return variants, seeds
+
+
+def _specs(sweep, workdir, config_spec, main_module, run_variants, variants, seeds):
     hparams = sweep_hparams.variant_hparams(sweep, config_spec)
     name = sweep_hparams.sweep_name(workdir)
+    stage_seeds = {v: sweep.confirm_seeds if is_confirm(v) else sweep.seeds for v in run_variants}
     return [
         RunSpec(
             v,
@@ -160,9 +199,9 @@ def plan(
             build_argv(sweep, v, s, sweep_dir.run_dir(workdir, v, s), config_spec, main_module),
             sweep_hparams.run_hparams_json(name, hparams[v], s),
         )
-        for v in sweep.run_variants
+        for v in run_variants
         if split_run_variant(v)[0] in variants
-        for s in sweep.seeds
+        for s in stage_seeds[v]
         if s in seeds
     ]
 
@@ -236,8 +275,26 @@ def plan_checked(
     # relative to the repository when launched from it: commands.recorded_shell_command).
     workdir = os.path.abspath(workdir)
     specs = plan(sweep, workdir, config_spec, variants, seeds, main_module)
+    specs += confirm_specs(sweep, workdir, config_spec, variants, seeds, main_module)
     check_commands(specs)
     return workdir, config_spec, specs
+
+
+def confirm_specs(
+    sweep: Sweep,
+    workdir: str,
+    config_spec: str,
+    variants: Sequence[str] | None,
+    seeds: Sequence[int] | None,
+    main_module: str,
+) -> list[RunSpec]:
+    """The selected confirmation runs of the variants whose selection is complete now, read from
+    the run directories; a ValueError when confirmation runs exist at a setting the selection no
+    longer chooses (selection.check_confirmations). [] without confirm_seeds."""
+    if not sweep.confirm_seeds:
+        return []
+    settings = selection.check_confirmations(sweep, selection.read_runs(sweep, workdir))
+    return plan_confirm(sweep, workdir, config_spec, settings, variants, seeds, main_module)
 
 
 def resolved_sweep(sweep: Sweep) -> dict[str, Any]:
@@ -258,14 +315,19 @@ def locked_sweep(
     main_module: str,
     command: str,
     machine: Mapping[str, Any] | None,
+    allow_dirty: bool = False,
     **invocation: Any,
-) -> Iterator[tuple[str, str, list[RunSpec]]]:
-    """What every launcher does before starting runs: plans and checks the selected runs
-    (`plan_checked`, nothing written if that raises), takes the workdir lock and appends this
-    launch to sweep.json (the command, date, commit, `machine` (None: this host's), the selected
-    variants and seeds, and the launcher's own `invocation` fields). Yields (absolute workdir,
-    config spec, run specs) with the lock held."""
+) -> Iterator[tuple[str, str, list[RunSpec], dict[str, Any]]]:
+    """What every launcher does before starting runs: refuses a tree with uncommitted changes
+    to the code unless `allow_dirty` (code_version.checked), plans and checks the selected runs
+    (`plan_checked`), nothing written if either raises; then takes the workdir lock and appends
+    this launch to sweep.json (the command, date, commit, code version, `machine` (None: this
+    host's), the selected variants and seeds, and the launcher's own `invocation` fields).
+    Yields (absolute workdir, config spec, run specs, code version) with the lock held, each
+    spec carrying the code version its code.json records."""
+    code = code_version.checked(allow_dirty).to_json()
     workdir, config_spec, specs = plan_checked(sweep, workdir, variants, seeds, quick, main_module)
+    specs = [dataclasses.replace(s, code=code) for s in specs]
     os.makedirs(workdir, exist_ok=True)
     with launcher.WorkdirLock(workdir):
         sweep_dir.update_sweep_json(
@@ -279,13 +341,15 @@ def locked_sweep(
                 "command": command,
                 "date": launcher.now(),
                 "git_commit": git_commit(),
+                "code": code,
+                "allow_dirty": allow_dirty,
                 "machine": dict(machine) if machine is not None else environment.machine_info(),
                 "variants": sorted({s.variant for s in specs}),
                 "seeds": sorted({s.seed for s in specs}),
                 **invocation,
             },
         )
-        yield workdir, config_spec, specs
+        yield workdir, config_spec, specs, code
 
 
 def run_sweep(
@@ -302,6 +366,7 @@ def run_sweep(
     main_module: str = DEFAULT_MAIN,
     command: str = "",
     machine: Mapping[str, Any] | None = None,
+    allow_dirty: bool = False,
 ) -> dict[str, int]:
     """Runs the selected runs not yet done (the report is written by the caller:
     transformer_jax.report.report.write_report).
@@ -320,6 +385,8 @@ def run_sweep(
       main_module: the trainer module run with `python -m`.
       command: the sweep command line, recorded in sweep.json and the report.
       machine: environment.machine_info() of this host (computed when None).
+      allow_dirty: launch even with uncommitted changes to transformer_jax/, configs/ or
+        experiments/ (sweep/code_version.py); each run records the diff's sha256.
 
     Returns:
       Counts of the selected runs by final status (finished, diverged, failed, incomplete).
@@ -336,31 +403,44 @@ def run_sweep(
         main_module=main_module,
         command=command,
         machine=machine,
+        allow_dirty=allow_dirty,
         parallel=parallel,
         seed_groups=seed_groups,
         compile_cache=compile_cache,
-    ) as (workdir, config_spec, specs):
-        before = {s: sweep_dir.read_run(workdir, s.variant, s.seed).status for s in specs}
-        todo = [s for s in specs if before[s] not in sweep_dir.DONE_STATUSES]
-        total, done = len(specs), len(specs) - len(todo)
-        kinds = collections.Counter(before[s] for s in todo)
-        logging.info(
-            "sweep %s: %d runs, %d already done (skipped), %d new, %d to resume, %d to retry",
-            sweep_file,
-            total,
-            done,
-            kinds["missing"],
-            kinds["incomplete"],
-            kinds["failed"],
-        )
-        units = launches(sweep, workdir, todo, config_spec, main_module, seed_groups)
+    ) as (workdir, config_spec, specs, code):
         env = compile_cache_env(workdir) if compile_cache else {}
-        outcomes = _run_all(
-            workdir, units, before, parallel, total, done, sweep.recorded_metrics, env
-        )
+        outcomes: dict[str, str] = {}
+        stage, planned = specs, list(specs)
+        # The selection's runs (and the confirmations already choosable), then the confirmation
+        # runs of the variants whose selection those runs completed.
+        while stage:
+            before = {s: sweep_dir.read_run(workdir, s.variant, s.seed).status for s in stage}
+            todo = [s for s in stage if before[s] not in sweep_dir.DONE_STATUSES]
+            total, done = len(stage), len(stage) - len(todo)
+            kinds = collections.Counter(before[s] for s in todo)
+            logging.info(
+                "sweep %s: %d runs, %d already done (skipped), %d new, %d to resume, %d to retry",
+                sweep_file,
+                total,
+                done,
+                kinds["missing"],
+                kinds["incomplete"],
+                kinds["failed"],
+            )
+            units = launches(sweep, workdir, todo, config_spec, main_module, seed_groups)
+            outcomes |= _run_all(
+                workdir, units, before, parallel, total, done, sweep.recorded_metrics, env
+            )
+            confirm = confirm_specs(sweep, workdir, config_spec, variants, seeds, main_module)
+            stage = [dataclasses.replace(s, code=code) for s in confirm if s not in planned]
+            check_commands(stage)
+            planned += stage
+            if stage:
+                logging.info("selection complete for %d more confirmation runs", len(stage))
 
     counts = collections.Counter(
-        outcomes.get(s.name) or sweep_dir.read_run(workdir, s.variant, s.seed).status for s in specs
+        outcomes.get(s.name) or sweep_dir.read_run(workdir, s.variant, s.seed).status
+        for s in planned
     )
     logging.info("sweep done: %s", dict(counts))
     return dict(counts)

@@ -53,7 +53,7 @@ from submitit.slurm.slurm import SlurmInfoWatcher
 from transformer_jax import run_dir, sweep_dir
 from transformer_jax.run_dir import JOB_FILE, lock_run, read_json, write_json
 from transformer_jax.sweep import launcher as launcher_lib
-from transformer_jax.sweep import runner
+from transformer_jax.sweep import nuisance, runner, selection
 from transformer_jax.sweep.launcher import GroupSpec, RunSpec
 from transformer_jax.sweep.spec import Sweep
 
@@ -86,6 +86,7 @@ STATES = (
     "failed",  # failure.json, or its job ended failing: resubmitted
     "interrupted",  # stopped, preempted or killed before finishing: resubmitted, resumes
     "pending",  # never submitted: submitted
+    "waiting",  # a confirmation run whose variant's selection is not complete: not yet planned
 )
 SUBMIT_STATES = ("failed", "interrupted", "pending")
 
@@ -520,9 +521,13 @@ def sweep_status(workdir: str, specs: Sequence[RunSpec] | None = None) -> list[R
     scheduler once about the jobs recorded in job.json."""
     workdir = os.path.abspath(workdir)
     sweep = Sweep.from_dict(sweep_dir.read_sweep_json(workdir))
+    waiting: list[RunState] = []
     if specs is None:
-        # With nuisance factors, every setting of every variant ("<variant>/<setting>").
+        # With nuisance factors, every setting of every variant ("<variant>/<setting>"), then
+        # the confirmation runs (confirm_seeds) of each variant.
         pairs = [(v, s) for v in sweep.run_variants for s in sweep.seeds]
+        confirm, waiting = _confirm_pairs(sweep, workdir)
+        pairs += confirm
     else:
         pairs = [(s.variant, s.seed) for s in specs]
     records = [sweep_dir.read_run(workdir, v, s) for v, s in pairs]
@@ -552,7 +557,37 @@ def sweep_status(workdir: str, specs: Sequence[RunSpec] | None = None) -> list[R
                 detail,
             )
         )
-    return out
+    return out + waiting
+
+
+def _confirm_pairs(sweep: Sweep, workdir: str) -> tuple[list[tuple[str, int]], list[RunState]]:
+    """The confirmation runs --status lists: (run variant, seed) of each chosen setting and of
+    any other setting that has runs (a selection changed since), and a "waiting" state per
+    confirm seed of each variant whose selection is not complete."""
+    if not sweep.confirm_seeds:
+        return [], []
+    runs = selection.read_runs(sweep, workdir)
+    settings = selection.confirm_settings(sweep, runs)
+    stale = selection.stale_confirmations(sweep, runs, settings)
+    pairs, waiting = [], []
+    for variant in sweep.variants:
+        if variant not in settings:
+            waiting += [
+                RunState(
+                    f"{variant}/{nuisance.CONFIRM}",
+                    seed,
+                    "waiting",
+                    None,
+                    None,
+                    "its selection runs are not all done yet",
+                )
+                for seed in sweep.confirm_seeds
+            ]
+            continue
+        for setting in [settings[variant], *stale.get(variant, [])]:
+            name = nuisance.confirm_run_variant(variant, setting)
+            pairs += [(name, seed) for seed in sweep.confirm_seeds]
+    return pairs, waiting
 
 
 def format_status(states: Sequence[RunState]) -> str:
@@ -592,6 +627,7 @@ def submit_sweep(
     command: str = "",
     seed_groups: bool = True,
     compile_cache: bool = True,
+    allow_dirty: bool = False,
 ) -> list[RunState]:
     """Submits the selected runs that are pending, interrupted or failed; returns their states.
 
@@ -601,7 +637,9 @@ def submit_sweep(
     `seed_groups` the runs to submit of each variant are one job, trained as one seed group
     (`runner.launches`, which also says when a variant's seeds train alone); with
     `compile_cache` the jobs share the sweep's compilation cache, WORKDIR/.compile_cache, on
-    the shared filesystem.
+    the shared filesystem. A variant's confirmation runs (Sweep.confirm_seeds) are submitted
+    by the first submission after its selection runs are done; a tree with uncommitted changes
+    to the code is refused unless `allow_dirty` (sweep/code_version.py).
     """
     if launcher not in LAUNCHERS:
         raise ValueError(f"--launcher={launcher}: valid job launchers: {', '.join(LAUNCHERS)}")
@@ -619,9 +657,10 @@ def submit_sweep(
         main_module=main_module,
         command=command,
         machine=_requested_machine(launcher, slurm),
+        allow_dirty=allow_dirty,
         launcher=launcher,
         resources=dataclasses.asdict(slurm),
-    ) as (workdir, config_spec, specs):
+    ) as (workdir, config_spec, specs, _):
         before = sweep_status(workdir, specs)
         todo = [s for s, st in zip(specs, before, strict=True) if st.state in SUBMIT_STATES]
         counts = collections.Counter(st.state for st in before)

@@ -76,6 +76,10 @@ class Sweep:
       equivalence_margins: reported metric -> the margin (> 0) within which a difference does not
         matter, e.g. {"test/loss": 0.02}: the report then gives each comparison of that metric
         a verdict, different, equivalent or inconclusive (report/equivalence.py).
+      confirm_seeds: with nuisance, fresh seeds (none of `seeds`) on which each variant's chosen
+        setting is trained again once its selection is complete; every test figure the report
+        gives then comes from these confirmation runs, the runs of `seeds` only choose
+        (docs/tuning.md). Needs select_per="cell" (one setting per variant).
     """
 
     config: str
@@ -93,6 +97,7 @@ class Sweep:
     select_per: str = "cell"
     nuisance_default: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     equivalence_margins: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    confirm_seeds: tuple[int, ...] = ()
 
     def __post_init__(self):
         if isinstance(self.config, str) and ":" in self.config:
@@ -154,12 +159,7 @@ class Sweep:
         seeds = tuple(self.seeds) if isinstance(self.seeds, list | tuple) else None
         if not seeds:
             raise ValueError(f"seeds = {self.seeds!r}: must be a non-empty tuple of ints")
-        for seed in seeds:
-            if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-                raise ValueError(f"seeds contains {seed!r}: seeds must be ints >= 0")
-        if len(set(seeds)) != len(seeds):
-            raise ValueError(f"seeds = {seeds!r}: contains duplicates")
-        object.__setattr__(self, "seeds", seeds)
+        object.__setattr__(self, "seeds", _check_seeds("seeds", seeds))
 
         metrics = tuple(self.metrics) if isinstance(self.metrics, list | tuple) else None
         if not metrics:
@@ -202,6 +202,34 @@ class Sweep:
         object.__setattr__(
             self, "equivalence_margins", check_margins(self.equivalence_margins, metrics)
         )
+        self._check_confirm_seeds()
+
+    def _check_confirm_seeds(self) -> None:
+        if not isinstance(self.confirm_seeds, list | tuple):
+            raise ValueError(
+                f"confirm_seeds = {self.confirm_seeds!r}: must be a tuple of ints, e.g. "
+                "(10, 11, 12)"
+            )
+        confirm = _check_seeds("confirm_seeds", tuple(self.confirm_seeds))
+        object.__setattr__(self, "confirm_seeds", confirm)
+        if not confirm:
+            return
+        if not self.nuisance:
+            raise ValueError(
+                f"confirm_seeds = {confirm!r}: needs nuisance (they retrain each variant's "
+                "chosen setting; without nuisance nothing is chosen)"
+            )
+        if self.select_per != "cell":
+            raise ValueError(
+                f"confirm_seeds = {confirm!r}: needs select_per='cell' (one chosen setting per "
+                f"variant to retrain), not {self.select_per!r}"
+            )
+        shared = sorted(set(confirm) & set(self.seeds))
+        if shared:
+            raise ValueError(
+                f"confirm_seeds = {confirm!r}: {shared} are also among seeds {self.seeds}; "
+                "confirmation seeds must be fresh"
+            )
 
     def _check_nuisance(self) -> None:
         grid = nuisance_lib.check_grid(self.nuisance)
@@ -281,6 +309,25 @@ class Sweep:
         }
 
     @property
+    def confirm_run_variants(self) -> dict[str, dict[str, Any]]:
+        """The confirmation runs a selection may ask for: "<variant>/confirm/<setting>" -> its
+        overrides, for every variant and setting (only the chosen ones are trained, on
+        confirm_seeds); {} without confirm_seeds."""
+        if not self.confirm_seeds:
+            return {}
+        return {
+            nuisance_lib.confirm_run_variant(name, setting): {**overrides, **values}
+            for name, overrides in self.variants.items()
+            for setting, values in self.settings.items()
+        }
+
+    def overrides_of(self, run_variant: str) -> dict[str, Any]:
+        """The overrides of a selection run variant (run_variants) or a confirmation one."""
+        if run_variant in self.run_variants:
+            return self.run_variants[run_variant]
+        return self.confirm_run_variants[run_variant]
+
+    @property
     def recorded_metrics(self) -> tuple[str, ...]:
         """The metrics runs.csv keeps: the reported ones and the selection metric."""
         if self.select_on and self.select_on not in self.metrics:
@@ -295,12 +342,13 @@ class Sweep:
         select_per: str = "cell",
         drop_factors: tuple[str, ...] = (),
         description: str = "",
+        confirm_seeds: tuple[int, ...] = (),
     ) -> "Sweep":
         """This sweep with nuisance factors (sweep/nuisance.py): the tuned version of a shipped
         sweep. drop_factors names trained factors whose config keys become nuisance (e.g. a
         warmup factor when warmup is tuned): they leave the factors and the cells, and the
         cells that then coincide are trained once. description "" takes the sweep file's
-        docstring."""
+        docstring; confirm_seeds retrain each chosen setting on fresh seeds."""
         unknown = sorted(set(drop_factors) - {f.name for f in self._trained})
         if unknown:
             raise ValueError(
@@ -327,6 +375,7 @@ class Sweep:
             select_mode=select_mode,
             select_per=select_per,
             equivalence_margins=self.equivalence_margins,
+            confirm_seeds=confirm_seeds,
         )
 
     @property
@@ -388,6 +437,8 @@ class Sweep:
             d["select_per"] = self.select_per
         if self.equivalence_margins:
             d["equivalence_margins"] = dict(self.equivalence_margins)
+        if self.confirm_seeds:
+            d["confirm_seeds"] = list(self.confirm_seeds)
         return d
 
     @classmethod
@@ -410,6 +461,7 @@ class Sweep:
             select_per=d.get("select_per", "cell"),
             nuisance_default=d.get("nuisance_default", {}),
             equivalence_margins=d.get("equivalence_margins", {}),
+            confirm_seeds=tuple(d.get("confirm_seeds", ())),
         )
 
 
@@ -432,6 +484,15 @@ def check_margins(margins, metrics: tuple[str, ...]) -> dict[str, float]:
                 "difference that does not matter"
             )
     return {metric: float(margin) for metric, margin in margins.items()}
+
+
+def _check_seeds(field: str, seeds: tuple) -> tuple[int, ...]:
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"{field} contains {seed!r}: seeds must be ints >= 0")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"{field} = {seeds!r}: contains duplicates")
+    return seeds
 
 
 def _jsonable(value: OverrideValue) -> Any:

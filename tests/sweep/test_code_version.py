@@ -1,0 +1,120 @@
+"""One code version per sweep (sweep/code_version.py), in a git repository of its own: a tree
+with uncommitted changes to the code is refused before anything is written, --allow_dirty
+launches it and records the diff's sha256, and the report marks mixed and dirty sweeps."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from sweep_fixtures import MACHINE
+
+from transformer_jax.report.report import write_report
+from transformer_jax.sweep import code_version, load_sweep, run_sweep
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
+
+
+def git(*args: str) -> str:
+    done = subprocess.run(["git", *args], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(project, monkeypatch):
+    """The sweep tests' project as a git repository with one commit."""
+    for name, value in GIT_ENV.items():
+        monkeypatch.setenv(name, value)
+    (project / ".gitignore").write_text("__pycache__/\nruns*/\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "-m", "first")
+    return project
+
+
+def demo(workdir, **kwargs):
+    return run_sweep(
+        load_sweep("experiments/demo.py"),
+        "experiments/demo.py",
+        str(workdir),
+        variants=["base"],
+        main_module="fake_main",
+        machine=MACHINE,
+        **kwargs,
+    )
+
+
+def open_text(path) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def code_of(workdir, seed=0):
+    with open(workdir / "base" / f"seed_{seed}" / "code.json") as f:
+        return json.load(f)["launches"]
+
+
+def test_a_clean_tree_records_its_commit(repo):
+    head = git("rev-parse", "HEAD")
+    assert demo(repo / "runs") == {"finished": 2}
+    assert code_of(repo / "runs") == [{"git_commit": head, "diff_sha256": None}]
+    report = write_report(str(repo / "runs"))
+    text = open_text(report)
+    assert f"runs trained at: `{head}` (2 runs)" in text
+    assert "Mixed code" not in text and "Uncommitted code" not in text
+
+
+def test_a_dirty_tree_is_refused_unless_allowed_and_its_diff_hashed(repo):
+    head = git("rev-parse", "HEAD")
+    with open(repo / "configs" / "fake.py", "a") as f:
+        f.write("# an edit\n")
+    (repo / "experiments" / "new.py").write_text("# untracked\n")
+    (repo / "notes.txt").write_text("outside the code: not checked\n")
+    with pytest.raises(ValueError, match=r"configs/fake.py, experiments/new.py; commit them"):
+        demo(repo / "runs")
+    assert not (repo / "runs").exists()
+
+    # The command line: one error line, exit status 2, nothing written.
+    cmd = [sys.executable, "-m", "transformer_jax.sweep", "--sweep=experiments/demo.py"]
+    cmd += ["--workdir=runs_cli", "--main_module=fake_main"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), timeout=600)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("sweep: error:")]
+    assert done.returncode == 2 and len(errors) == 1 and "--allow_dirty" in errors[0]
+    assert not (repo / "runs_cli").exists()
+
+    assert demo(repo / "runs", allow_dirty=True) == {"finished": 2}
+    # The reference: git's own diff of the code directories, then the untracked file.
+    diff = subprocess.run(
+        ["git", "diff", "HEAD", "--binary", "--", *code_version.TRACKED_DIRS],
+        capture_output=True,
+        check=True,
+    ).stdout
+    expected = hashlib.sha256(diff + b"experiments/new.py\0# untracked\n").hexdigest()
+    assert code_of(repo / "runs") == [{"git_commit": head, "diff_sha256": expected}]
+    text = open_text(write_report(str(repo / "runs")))
+    assert "> ⚠ **Uncommitted code**: 2 run(s)" in text
+    assert f"`{head}+diff:{expected}` (2 runs)" in text
+
+
+def test_runs_at_two_commits_are_marked_mixed(repo):
+    first = git("rev-parse", "HEAD")
+    assert demo(repo / "runs", seeds=[0]) == {"finished": 1}
+    with open(repo / "configs" / "fake.py", "a") as f:
+        f.write("# a second commit\n")
+    git("commit", "-q", "-am", "second")
+    second = git("rev-parse", "HEAD")
+    assert demo(repo / "runs") == {"finished": 2}  # seed 1 at the second commit
+    text = open_text(write_report(str(repo / "runs")))
+    assert text.splitlines()[2].startswith("> ⚠ **Mixed code**: the runs were trained at 2")
+    assert f"`{first}` (1 runs)" in text and f"`{second}` (1 runs)" in text
+
+
+def test_outside_a_git_checkout_nothing_is_checked(project):
+    assert code_version.read(str(project)) == code_version.CodeVersion("unknown")
