@@ -108,6 +108,11 @@ def tpu_attached() -> bool:
         return True
 
 
+def gpu_attached() -> bool:
+    """Whether a GPU's device files are here (JAX's CUDA or ROCm plugin would drive it)."""
+    return any(os.path.exists(path) for path in _GPU_DEVICE_FILES)
+
+
 def skip_absent_tpu() -> None:
     """Starts JAX on the CPU where libtpu is installed but no TPU or GPU is attached (see the
     module doc): sets JAX_PLATFORMS for this process and the ones it starts. Call before JAX's
@@ -116,7 +121,7 @@ def skip_absent_tpu() -> None:
         os.environ,
         libtpu_installed=importlib.util.find_spec("libtpu") is not None,
         tpu_attached=tpu_attached(),
-        gpu_attached=any(os.path.exists(path) for path in _GPU_DEVICE_FILES),
+        gpu_attached=gpu_attached(),
     )
     if platforms is None:
         return

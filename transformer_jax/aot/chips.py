@@ -100,38 +100,38 @@ _DATASHEETS = {
     "T4": "https://www.nvidia.com/en-us/data-center/tesla-t4/",
     "V100": "https://www.nvidia.com/en-us/data-center/v100/",
 }
-# chip, jax device kind, datasheet, bfloat16 and float32 TFLOP/s, memory GB, bandwidth TB/s
+# chip, jax device kind, datasheet, bfloat16 and float32 TFLOP/s, memory GB, bandwidth GB/s
 _NVIDIA = (
-    ("H100 SXM", "NVIDIA H100 80GB HBM3", "H100", 989.5, 494.5, 80, 3.35),
-    ("H100 PCIe", "NVIDIA H100 PCIe", "H100", 756.5, 378, 80, 2.0),
-    ("H100 NVL", "NVIDIA H100 NVL", "H100", 835.5, 417.5, 94, 3.9),
-    ("H200", "NVIDIA H200", "H200", 989.5, 494.5, 141, 4.8),
-    ("H200 NVL", "NVIDIA H200 NVL", "H200", 835.5, 417.5, 141, 4.8),
-    ("A100 SXM 80GB", "NVIDIA A100-SXM4-80GB", "A100", 312, 156, 80, 2.039),
-    ("A100 PCIe 80GB", "NVIDIA A100 80GB PCIe", "A100", 312, 156, 80, 1.935),
-    ("A100 SXM 40GB", "NVIDIA A100-SXM4-40GB", "A100", 312, 156, 40, 1.555),
-    ("A100 PCIe 40GB", "NVIDIA A100-PCIE-40GB", "A100", 312, 156, 40, 1.555),
-    ("A10", "NVIDIA A10", "A10", 125, 62.5, 24, 0.6),
-    ("L4", "NVIDIA L4", "L4", 121, 60, 24, 0.3),
-    ("L40S", "NVIDIA L40S", "L40S", 362, 183, 48, 0.864),
-    ("T4", "Tesla T4", "T4", 8.1, 8.1, 16, 0.32),
-    ("V100 SXM2 16GB", "Tesla V100-SXM2-16GB", "V100", 15.7, 15.7, 16, 0.9),
-    ("V100 SXM2 32GB", "Tesla V100-SXM2-32GB", "V100", 15.7, 15.7, 32, 0.9),
-    ("V100 PCIe 16GB", "Tesla V100-PCIE-16GB", "V100", 14, 14, 16, 0.9),
-    ("V100 PCIe 32GB", "Tesla V100-PCIE-32GB", "V100", 14, 14, 32, 0.9),
+    ("H100 SXM", "NVIDIA H100 80GB HBM3", "H100", 989.5, 494.5, 80, 3350),
+    ("H100 PCIe", "NVIDIA H100 PCIe", "H100", 756.5, 378, 80, 2000),
+    ("H100 NVL", "NVIDIA H100 NVL", "H100", 835.5, 417.5, 94, 3900),
+    ("H200", "NVIDIA H200", "H200", 989.5, 494.5, 141, 4800),
+    ("H200 NVL", "NVIDIA H200 NVL", "H200", 835.5, 417.5, 141, 4800),
+    ("A100 SXM 80GB", "NVIDIA A100-SXM4-80GB", "A100", 312, 156, 80, 2039),
+    ("A100 PCIe 80GB", "NVIDIA A100 80GB PCIe", "A100", 312, 156, 80, 1935),
+    ("A100 SXM 40GB", "NVIDIA A100-SXM4-40GB", "A100", 312, 156, 40, 1555),
+    ("A100 PCIe 40GB", "NVIDIA A100-PCIE-40GB", "A100", 312, 156, 40, 1555),
+    ("A10", "NVIDIA A10", "A10", 125, 62.5, 24, 600),
+    ("L4", "NVIDIA L4", "L4", 121, 60, 24, 300),
+    ("L40S", "NVIDIA L40S", "L40S", 362, 183, 48, 864),
+    ("T4", "Tesla T4", "T4", 8.1, 8.1, 16, 320),
+    ("V100 SXM2 16GB", "Tesla V100-SXM2-16GB", "V100", 15.7, 15.7, 16, 900),
+    ("V100 SXM2 32GB", "Tesla V100-SXM2-32GB", "V100", 15.7, 15.7, 32, 900),
+    ("V100 PCIe 16GB", "Tesla V100-PCIE-16GB", "V100", 14, 14, 16, 900),
+    ("V100 PCIe 32GB", "Tesla V100-PCIE-32GB", "V100", 14, 14, 32, 900),
 )
 GPU_CHIPS = {
     name: Chip(
         name,
         bf16 * 1e12,
         memory * GIB,
-        tb_per_s * 1e12,
+        gb_per_s * 1e9,
         f"{_DATASHEETS[sheet]} ({name}, dense: bfloat16 {bf16:g} TFLOP/s, float32 {fp32:g} "
-        f"({'TF32' if fp32 < bf16 else 'no TF32'}), {memory} GB, {tb_per_s * 1e3:,.0f} GB/s)",
+        f"({'TF32' if fp32 < bf16 else 'no TF32'}), {memory} GB, {gb_per_s:,} GB/s)",
         (kind,),
         fp32 * 1e12,
     )
-    for name, kind, sheet, bf16, fp32, memory, tb_per_s in _NVIDIA
+    for name, kind, sheet, bf16, fp32, memory, gb_per_s in _NVIDIA
 }
 
 
