@@ -41,6 +41,7 @@ import dataclasses
 import functools
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -312,46 +313,64 @@ def markdown(section: str, rows: list[Row], machine: str, chip: str, elapsed: fl
     return "\n".join(lines) + "\n"
 
 
-def write_section(section: str, rows: list[Row], elapsed: float, chip: str = "") -> Path:
+def write_section(section: str, rows: list[Row], machine: str, elapsed: float, chip="") -> Path:
     out = Path(_OUT_DIR.value) / f"{section}.md"
-    machine = environment.describe_machine(environment.machine_info())
     out.write_text(markdown(section, rows, machine, chip, elapsed))
     return out
+
+
+def describe_machine() -> str:
+    """This machine, from a probe process: called while no process of the check holds the
+    device (a TPU admits one process at a time)."""
+    return environment.describe_machine(environment.machine_info())
 
 
 def run_section(section: str) -> None:
     """One section in this process: its rows, written to its file and printed; a failure
     writes its last line as the section's row and exits 1."""
     host_memory.reuse_freed_memory()  # As the trainer does; before JAX starts its threads.
+    machine = describe_machine()
     start = time.perf_counter()
     try:
         rows = RUNS[section]()
     except Exception as error:  # the section's file says why; the traceback goes to stderr
         traceback.print_exc()
         last = str(error).strip().splitlines()[-1:] or [type(error).__name__]
-        write_section(section, [Row(section, f"failed: {last[0]}")], time.perf_counter() - start)
+        row = Row(section, f"failed: {last[0]}")
+        write_section(section, [row], machine, time.perf_counter() - start)
         sys.exit(1)
     chip = ""
     if device_and_chip.cache_info().currsize:  # the seeds section starts no JAX here
         chip = f" Chip figures: {device_and_chip()[1].source}."
-    out = write_section(section, rows, time.perf_counter() - start, chip)
+    out = write_section(section, rows, machine, time.perf_counter() - start, chip)
     print(out.read_text(), flush=True)
 
 
-def run_sections(sections: list[str]) -> int:
+def run_to_timeout(argv: list[str], timeout: float) -> int | None:
+    """The exit status of `argv`, or None when it ran past `timeout` seconds: then it is killed
+    with every process it started (the seeds section's runs too), which would hold the device."""
+    with subprocess.Popen(argv, cwd=ROOT, start_new_session=True) as child:
+        try:
+            return child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:
+            if child.returncode is None:  # timed out, or this process was interrupted
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+
+
+def run_sections(sections: list[str], machine: str) -> int:
     """Each section in a child process, one after the other; the number that failed."""
     failed = 0
     for section in sections:
         print(f"device_check: {section} (at most {_TIMEOUT.value} s)", flush=True)
         argv = [sys.executable, "-m", "benchmarks.device_check", f"--run_section={section}"]
         start = time.perf_counter()
-        try:
-            code = subprocess.run([*argv, *section_flags()], cwd=ROOT, timeout=_TIMEOUT.value)
-            code = code.returncode
-        except subprocess.TimeoutExpired:
-            code = None
+        code = run_to_timeout([*argv, *section_flags()], _TIMEOUT.value)
+        if code is None:
             row = Row(section, f"timed out after {_TIMEOUT.value} s (--section_timeout)")
-            write_section(section, [row], time.perf_counter() - start)
+            write_section(section, [row], machine, time.perf_counter() - start)
         failed += code != 0
         out = Path(_OUT_DIR.value) / f"{section}.md"
         status = "written" if code == 0 else f"failed ({'timeout' if code is None else code})"
@@ -385,9 +404,10 @@ def main(argv):
     # Set before any JAX process starts (the probe below too): every process of the check
     # allocates GPU memory as it needs it instead of taking 75% at start.
     os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-    check_backend(environment.machine_info())  # in a child process: this one holds no device
+    info = environment.machine_info()  # in a child process: this one holds no device
+    check_backend(info)
     Path(_OUT_DIR.value).mkdir(parents=True, exist_ok=True)
-    sys.exit(1 if run_sections(_SECTIONS.value) else 0)
+    sys.exit(1 if run_sections(_SECTIONS.value, environment.describe_machine(info)) else 0)
 
 
 if __name__ == "__main__":
