@@ -14,8 +14,8 @@ process starts and compiles dominate):
 
   gpt2_small     benchmarks/speed_configs.py:gpt2_small (bfloat16): step time, tokens/s and MFU
                  (model FLOPs 6N + 12LTD over the chip's published peak, and over a measured
-                 one). One process start and JAX compile (~1 min), 3 + 20 + 4 steps, two
-                 8192^2 matmul peaks: about 2 minutes.
+                 one). One process start and JAX compile (~1 min), 3 + 20 + 4 steps, an
+                 8192^2 matmul peak: about 2 minutes.
   speed          tokens/s of speed_configs' small and medium in JAX and PyTorch eager on the
                  same device (PyTorch on a GPU only), alternating in rounds. Two JAX compiles
                  (~20 s each), 2 x 2 x 27 steps: about 2 minutes.
