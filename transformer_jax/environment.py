@@ -6,8 +6,8 @@ every JAX process probe for a TPU when its backends start: on a machine without 
 libtpu's initialisation errors (TPU_ACCELERATOR_TYPE, TPU_WORKER_HOSTNAMES, a source trace) and,
 when the probe holds libtpu's lock file, leaves the next process to fail to take it. The
 project's commands therefore start JAX on the CPU alone where libtpu is installed but no TPU and
-no GPU is attached (`skip_absent_tpu`); the ahead-of-time compiler still loads libtpu for its
-TPU topologies (aot/topology.py).
+no GPU is attached (`skip_absent_tpu`), each process deciding for itself; the ahead-of-time
+compiler still loads libtpu for its TPU topologies (aot/topology.py).
 """
 
 import importlib.util
@@ -44,8 +44,14 @@ def machine_info() -> dict[str, Any]:
         "cpu_model": cpu_model(),
     }
     try:
+        platforms = absent_tpu_platforms()  # the platform a command here would start on
+        env = {**os.environ, **({"JAX_PLATFORMS": platforms} if platforms else {})}
         probe = subprocess.run(
-            [sys.executable, "-c", _DEVICE_PROBE], capture_output=True, text=True, timeout=300
+            [sys.executable, "-c", _DEVICE_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
         )
         info.update(json.loads(probe.stdout.strip().splitlines()[-1]))
     except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
@@ -113,18 +119,23 @@ def gpu_attached() -> bool:
     return any(os.path.exists(path) for path in _GPU_DEVICE_FILES)
 
 
-def skip_absent_tpu() -> None:
-    """Starts JAX on the CPU where libtpu is installed but no TPU or GPU is attached (see the
-    module doc): sets JAX_PLATFORMS for this process and the ones it starts. Call before JAX's
-    backends start (commands.py's flag parser does, for every command)."""
-    platforms = default_platforms(
-        os.environ,
-        libtpu_installed=importlib.util.find_spec("libtpu") is not None,
-        tpu_attached=tpu_attached(),
-        gpu_attached=gpu_attached(),
+def absent_tpu_platforms() -> str | None:
+    """`default_platforms` of this process and machine: "cpu" where libtpu is installed but no
+    TPU or GPU is attached and the user chose no platform, else None."""
+    if importlib.util.find_spec("libtpu") is None:
+        return None
+    return default_platforms(
+        os.environ, libtpu_installed=True, tpu_attached=tpu_attached(), gpu_attached=gpu_attached()
     )
-    if platforms is None:
-        return
-    os.environ["JAX_PLATFORMS"] = platforms  # read by JAX at import: the child processes
-    if "jax" in sys.modules:  # this process imported JAX already; its backends start lazily
-        sys.modules["jax"].config.update("jax_platforms", platforms)
+
+
+def skip_absent_tpu() -> None:
+    """Starts this process's JAX on the CPU where libtpu is installed but no TPU or GPU is
+    attached (see the module doc). Call before JAX's backends start (commands.py's flag parser
+    does, for every command). The environment is left alone: a process this one starts decides
+    again where it runs (a Slurm job submitted from a login node keeps its node's GPU)."""
+    platforms = absent_tpu_platforms()
+    if platforms is not None:
+        import jax  # noqa: PLC0415 (only where a choice is made: this module serves JAX-free tools)
+
+        jax.config.update("jax_platforms", platforms)
