@@ -51,6 +51,7 @@ from absl import app, flags, logging
 
 from benchmarks import speed_configs
 from benchmarks.timing import TorchRunner, TrainerStep, char_lm_config, loop_share
+from transformer_jax.commands import parse_flags
 from transformer_jax.train import host_memory, trainer
 from transformer_jax.train.loop import MAX_STEPS_AHEAD, train_runs
 from transformer_jax.train.timing import Phases
@@ -199,4 +200,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("loop_cost"))

@@ -20,6 +20,7 @@ from ml_collections import config_flags
 from benchmarks.timing import JaxRunner, run_rounds, synthetic_batches, typed_configs
 from transformer_jax.aot.chips import measured_cpu
 from transformer_jax.aot.estimate import model_flops_per_token, roofline
+from transformer_jax.commands import parse_flags
 from transformer_jax.train import host_memory
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -69,4 +70,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("roofline_check"))

@@ -31,9 +31,11 @@ from pathlib import Path
 from absl import app, flags
 
 from transformer_jax import environment
+from transformer_jax.commands import parse_flags
 
 _SWEEP = flags.DEFINE_string("sweep", "experiments/quickstart.py", "Sweep file to run.")
 _QUICK = flags.DEFINE_bool("quick", False, "Pass --quick to the sweep (shrunk runs).")
+_VARIANTS = flags.DEFINE_list("variants", [], "Only these variants of the sweep (default: all).")
 _KEEP = flags.DEFINE_string("keep", "", "Keep the two sweep directories under this directory.")
 _PARALLEL = flags.DEFINE_integer("parallel", 2, "--parallel of the grouped sweep.")
 
@@ -53,6 +55,7 @@ def run_mode(name: str, root: Path) -> float:
         f"--sweep={_SWEEP.value}",
         f"--workdir={root / name}",
         *(["--quick"] if _QUICK.value else []),
+        *([f"--variants={','.join(_VARIANTS.value)}"] if _VARIANTS.value else []),
         *MODES[name](),
     ]
     print(f"{name}: {' '.join(argv[1:])}", flush=True)
@@ -119,4 +122,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("sweep_speed"))

@@ -19,6 +19,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from benchmarks.timing import JaxRunner, run_rounds, synthetic_batches, typed_configs
+from transformer_jax.commands import parse_flags
 from transformer_jax.run_dir import git_commit
 from transformer_jax.train import host_memory
 
@@ -110,4 +111,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("switch_costs"))

@@ -51,6 +51,7 @@ from benchmarks.timing import (
 )
 from transformer_jax.aot.chips import matmul_peak_flops
 from transformer_jax.aot.estimate import model_flops_per_token
+from transformer_jax.commands import parse_flags
 from transformer_jax.train import host_memory
 from transformer_jax.train import step as steps
 
@@ -190,4 +191,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=parse_flags("train_speed"))

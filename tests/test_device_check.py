@@ -1,7 +1,9 @@
 """The accelerator checks run on CPU at tiny sizes, so they are known to work before they first
-meet a GPU or TPU: the roofline check prints its estimate beside the measured step, and the
-device check writes its table with an estimate beside each JAX figure."""
+meet a GPU or TPU: the roofline check prints its estimate beside the measured step; the device
+check refuses a CPU backend unless told otherwise, and writes each section's table, with an
+estimate beside each JAX figure, before the next section starts."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -30,40 +32,88 @@ def test_roofline_check_prints_estimate_and_measured(capsys):
     assert f"estimate / measured = {ratio:.2f}" in printed
 
 
-def run_device_check(tmp_path, *flags):
-    out = tmp_path / "device.md"
-    subprocess.run(
-        [sys.executable, "-m", "benchmarks.device_check", "--tiny", f"--out={out}", *flags],
-        check=True,
+def device_check(tmp_path, *flags, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.device_check", f"--out_dir={tmp_path / 'out'}", *flags],
         capture_output=True,
         text=True,
+        env=env,
     )
-    table = out.read_text()
+
+
+def section_rows(tmp_path, section: str) -> dict[str, str]:
+    """A section's table, row label -> row."""
+    table = (tmp_path / "out" / f"{section}.md").read_text()
     return {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines() if "|" in line}
+
+
+def test_device_check_refuses_a_cpu_backend_in_one_line(tmp_path):
+    # JAX left to choose its platform, beside libtpu if installed: still one line, no noise.
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    env["ALLOW_MULTIPLE_LIBTPU_LOAD"] = "1"
+    result = device_check(tmp_path, "--sections=multi30k", env=env)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("device_check: error: JAX's backend here is 'cpu'")
+    assert "requirements-gpu.txt" in line and "--allow_cpu" in line
+    assert result.stdout == "" and not (tmp_path / "out").exists()
+
+
+def test_device_check_refuses_an_unknown_section(tmp_path):
+    result = device_check(tmp_path, "--sections=multi30k,gpt3", "--allow_cpu")
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("device_check: error: --sections=multi30k,gpt3: valid sections are")
+
+
+@pytest.mark.slow  # two section processes, one compiling a model: a minute or two on 2 cores
+def test_a_section_is_written_before_the_next_starts(tmp_path):
+    """A later section that fails keeps the earlier section's table, written when it ended."""
+    missing = tmp_path / "no_such_sweep.py"
+    result = device_check(
+        tmp_path, "--tiny", "--allow_cpu", "--sections=multi30k,seeds", f"--sweep={missing}"
+    )
+    assert result.returncode == 1, result.stderr
+    (multi30k,) = [row for name, row in section_rows(tmp_path, "multi30k").items() if "x (" in name]
+    assert multi30k.count("steps/s") == 2 and "-bound" in multi30k
+    assert "benchmarks.sweep_speed failed" in section_rows(tmp_path, "seeds")["seeds"]
+    out = result.stdout
+    assert out.index("multi30k written") < out.index("seeds (at most") < out.index("seeds failed")
 
 
 @pytest.mark.slow  # five models compiled and timed, with PyTorch: minutes on 2 cores
 def test_device_check_runs_at_tiny_sizes_on_cpu(tmp_path):
     import_torch()
-    rows = run_device_check(tmp_path, "--sections=gpt2_small,speed,multi30k", "--notorch_compile")
-    for name in ("gpt2_small bfloat16 train step, batch 4", "small: jax", "medium: jax"):
-        assert "tokens/s" in rows[name] and "-bound" in rows[name], rows
-    assert "jax / pytorch eager tokens/s" in rows["small: pytorch eager"]
-    assert "% of the measured matmul peak" in rows["gpt2_small MFU (6N + 12LTD)"]
-    (multi30k,) = [row for name, row in rows.items() if name.startswith("multi30k")]
+    result = device_check(tmp_path, "--tiny", "--allow_cpu", "--sections=gpt2_small,speed,multi30k")
+    assert result.returncode == 0, result.stderr
+    gpt2 = section_rows(tmp_path, "gpt2_small")
+    speed = section_rows(tmp_path, "speed")
+    for row in (gpt2["gpt2_small bfloat16 train step, batch 4"], *speed.values()):
+        if "jax" in row.split(" | ")[0]:
+            assert "tokens/s" in row and "-bound" in row, row
+    assert "jax / pytorch eager tokens/s" in speed["small: pytorch eager"]
+    assert "% of the measured matmul peak" in gpt2["gpt2_small MFU (6N + 12LTD)"]
+    (multi30k,) = [row for name, row in section_rows(tmp_path, "multi30k").items() if "x (" in name]
     assert multi30k.count("steps/s") == 2
 
 
 @pytest.mark.slow
 def test_device_check_every_section_on_cpu(tmp_path):
+    """Every section in order; the seeds section's sweep, loaded last, checks that each earlier
+    section's table was on disk before it started."""
     import_torch()
+    earlier = [tmp_path / "out" / f"{s}.md" for s in ("gpt2_small", "speed", "torch_compile")]
     sweep = tmp_path / "tiny_sweep.py"
     sweep.write_text(
         textwrap.dedent(f'''
             """Tiny seed-group check."""
+            from pathlib import Path
+
             from transformer_jax.sweep import Sweep
 
             def get_sweep():
+                for path in {[str(p) for p in earlier]!r}:
+                    assert Path(path).exists(), f"{{path}} was not written before seeds"
                 tiny = {{"train.steps": 2, "train.log_every": 1, "train.eval_every": 2,
                          "train.checkpoint_every": 2, "train.warmup_steps": 1,
                          "model.d_model": 16, "model.ffn.d_ff": 32,
@@ -75,6 +125,12 @@ def test_device_check_every_section_on_cpu(tmp_path):
                              metrics=("test/token_accuracy",), baseline="baseline")
         ''')
     )
-    rows = run_device_check(tmp_path, f"--sweep={sweep}")
-    assert "torch.compile" in "".join(rows)
-    assert "per-seed / grouped = " in rows[f"{sweep}: seed groups"]
+    result = device_check(tmp_path, "--tiny", "--allow_cpu", f"--sweep={sweep}")
+    assert result.stdout.index("seeds (at most") > result.stdout.index("torch_compile written")
+    assert result.returncode == 0, result.stderr
+    assert (
+        "jax / torch.compile tokens/s"
+        in section_rows(tmp_path, "torch_compile")["small: torch.compile"]
+    )
+    seeds = section_rows(tmp_path, "seeds")
+    assert "per-seed / grouped = " in seeds[f"{sweep} (baseline): seed groups"]

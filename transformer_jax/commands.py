@@ -4,7 +4,9 @@ and how a command line is recorded (`recorded_command`).
 Flags are parsed before `main` runs: every command's `app.run(main,
 flags_parser=parse_flags(name))` turns a flag absl or ml_collections refuses (an unknown flag or
 `--config.` field, a value of the wrong type, a config argument the config file rejects) into the
-same one line and exit status.
+same one line and exit status. The parser also chooses the platforms JAX starts on before any
+backend starts: the CPU alone where libtpu is installed without a TPU to drive
+(environment.skip_absent_tpu), so that CPU runs print none of libtpu's start-up errors.
 
 A ValueError (bad config, flag, input or checkpoint: the message names the field and the fix) or
 an OSError (a bad path, a full disk) prints `<command>: error: <message>` on stderr and exits
@@ -16,6 +18,8 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
+
+from transformer_jax import environment
 
 USER_ERROR_EXIT_CODE = 2  # as argparse and absl exit for bad flags
 # The repository: the directory holding this package (configs/, experiments/, results/).
@@ -90,6 +94,7 @@ def parse_flags(name: str) -> Callable[[list[str]], list[str]]:
     from absl import flags
 
     def parse(argv: list[str]) -> list[str]:
+        environment.skip_absent_tpu()
         try:
             return flags.FLAGS(argv)
         except flags.UnrecognizedFlagError as error:
