@@ -21,6 +21,9 @@ from transformer_jax.data.info import DatasetInfo
 from transformer_jax.data.sources import open_split
 
 _UINT8_MAX = 255
+# name -> (height, width, channels, classes) of the TFDS image catalog's datasets, the facts
+# `catalog_image_info` describes them by before (or without) their download.
+_CATALOG_SHAPES = {"mnist": (28, 28, 1, 10), "cifar10": (32, 32, 3, 10)}
 
 
 class EvalBatches(Sequence):
@@ -132,3 +135,20 @@ def digits_data(cfg: ml_collections.ConfigDict) -> ImageClassificationData:
 def catalog_image_data(cfg: ml_collections.ConfigDict) -> ImageClassificationData:
     """A TFDS catalog dataset (mnist, cifar10) prepared as array_record under data_dir."""
     return ImageClassificationData(cfg, cfg.name, max_value=_UINT8_MAX)
+
+
+def catalog_image_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
+    """The DatasetInfo `catalog_image_data(cfg)` has, from the config alone (no download)."""
+    height, width, channels, classes = _CATALOG_SHAPES[cfg.name]
+    size = cfg.image_size
+    return DatasetInfo(
+        name=cfg.name,
+        kind="classification",
+        vocab_size=0,
+        max_input_len=0,
+        max_target_len=0,
+        eval_splits=("test",),
+        tokenizer=None,
+        num_classes=classes,
+        image_shape=(size, size, channels) if size else (height, width, channels),
+    )

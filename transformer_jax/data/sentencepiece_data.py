@@ -273,3 +273,28 @@ class Multi30kData(TranslationData):
         return pipeline.bucketed_index_batches(
             bucket_of, seed=seed, batch_size=batch_size, make_batch=make_batch
         )
+
+
+def lm1b_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
+    """The DatasetInfo `Lm1bData(cfg)` has, from the config alone (no download): a
+    SentencePiece vocabulary has exactly `spm_vocab_size` ids."""
+    require_at_least("seq_len", cfg.seq_len, 2)
+    _check_spm_fields(cfg)
+    return DatasetInfo(cfg.name, "lm", cfg.spm_vocab_size, 0, cfg.seq_len, ("test",), None)
+
+
+def translation_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
+    """The DatasetInfo `TranslationData(cfg)` or `Multi30kData(cfg)` has, from the config alone
+    (no download); Multi30k's training rows at their longest bucket, its max lengths."""
+    _check_translation_fields(cfg)
+    eval_len = cfg.get("eval_max_len", 0)
+    return DatasetInfo(
+        name=cfg.name,
+        kind="seq2seq",
+        vocab_size=cfg.spm_vocab_size,
+        max_input_len=eval_len or cfg.max_input_len,
+        max_target_len=eval_len or cfg.max_target_len,
+        eval_splits=("validation", "test"),
+        tokenizer=None,
+        split_lengths={"train": (cfg.max_input_len, cfg.max_target_len)},
+    )
