@@ -111,8 +111,8 @@ def row(name: str, topology_name: str, fit_compiles: int) -> str:
     else:
         status = "yes" if fits(target, train) else "compiles, does not fit"
     largest = largest_batch(target, train, fit_compiles)
-    analytic = f"{train.traffic.total / 1e9:,.2f}"
-    traffic = f"{train.bytes_accessed / 1e9:,.2f} / {analytic}" if train.flops else f"- / {analytic}"
+    xla = f"{train.bytes_accessed / 1e9:,.2f}" if train.flops else "-"
+    traffic = f"{xla} / {train.traffic.total / 1e9:,.2f}"
     if train.compiled and train.flops:
         time_s, rate = report.step_range(target, train)
     else:
@@ -159,9 +159,13 @@ def read_table(path: Path) -> Table:
     for line in path.read_text().splitlines():
         if (match := _PART.match(line)) is not None:
             parts[match["slice"]] = Part(int(match["fit"]), float(match["minutes"]))
-        elif line != _HEADER and (match := _ROW.match(line)) and match["config"] != "---":
-            if line.count("|") == _COLUMNS:  # a row of an older layout is recomputed
-                rows[(match["config"], match["slice"])] = line
+        elif (
+            line != _HEADER
+            and (match := _ROW.match(line))
+            and match["config"] != "---"
+            and line.count("|") == _COLUMNS  # a row of an older layout is recomputed
+        ):
+            rows[(match["config"], match["slice"])] = line
     return Table({key: line for key, line in rows.items() if key[1] in parts}, parts)
 
 

@@ -103,7 +103,9 @@ def test_colabs_v6e_slice_has_its_row_only_and_older_layouts_are_recomputed(tmp_
     tpu_table.build(out, NAMES, ["v6e:1x1"], 0, make_row=made)
     assert made.calls == [(name, "v6e:1x1") for name in tpu_table.SLICE_CONFIGS["v6e:1x1"]]
     old = "| char_lm | v5e:1x1 | yes | 0.08 / 16.00 | 32 / - | 1.8 ms (memory) | 2 tokens/s |"
-    out.write_text(out.read_text() + f"{old}\n- v5e:1x1: `{tpu_table.command('v5e:1x1', 0)}` "
-                   "(1 row, 1.0 minutes of compiling)\n")
+    out.write_text(
+        out.read_text() + f"{old}\n- v5e:1x1: `{tpu_table.command('v5e:1x1', 0)}` "
+        "(1 row, 1.0 minutes of compiling)\n"
+    )
     assert ("char_lm", "v5e:1x1") not in rows_of(out)
     assert ("multi30k", "v6e:1x1") in rows_of(out)

@@ -162,9 +162,9 @@ def check_fits(target: Target, train: Program) -> None:
         )
     raise ValueError(
         f"the train step at data.batch_size={target.batch_size} needs {gib(needed)} GiB per "
-        f"chip, more than {target.topology.name}'s {gib(chip.hbm_bytes)} GiB ({chip.name}); use --fit "
-        "to find the largest batch that fits, train.grad_accum_steps, train.fsdp, model.remat "
-        "or a larger slice"
+        f"chip, more than {target.topology.name}'s {gib(chip.hbm_bytes)} GiB ({chip.name}); "
+        "use --fit to find the largest batch that fits, train.grad_accum_steps, train.fsdp, "
+        "model.remat or a larger slice"
     )
 
 

@@ -97,8 +97,8 @@ def activation_bytes(cfg: ModelConfig, input_len: int, target_len: int) -> int:
         per_token = (2 * d + 2 * inner + 2 * kv + ffn) * compute + heads * stack.tokens * _FLOAT32
         per_row = per_token * stack.tokens
         if stack.source:  # cross-attention: Q, context, norm, probabilities; K, V per source
-            per_row += stack.tokens * ((2 * d + 2 * inner) * compute + heads * stack.source * _FLOAT32)
-            per_row += stack.source * 2 * kv * compute
+            cross = (2 * d + 2 * inner) * compute + heads * stack.source * _FLOAT32
+            per_row += stack.tokens * cross + stack.source * 2 * kv * compute
         total += stack.layers * per_row
     last = stacks(cfg, input_len, target_len)[-1]
     if family.classifier:

@@ -3,8 +3,8 @@ catalog.
 
 Public API (used by the trainer and the analysis commands): `load_dataset(config.data)` returns
 a `Dataset` (`.info`, `.train_iterator(seed=, batch_size=)`, `.eval_batches(split, ...)`, and
-for translation `.text_pairs(split)`), built once per run; `describe_dataset(config.data)`, its DatasetInfo without reading the data;
-DatasetInfo; default_data_config.
+for translation `.text_pairs(split)`), built once per run; `describe_dataset(config.data)`, its
+DatasetInfo without reading the data; DatasetInfo; default_data_config.
 A dataset is a `DataSource` (api.py) registered in `DATASETS` (registry.py).
 Token ids: PAD 0, BOS 1, EOS 2, real tokens from 3.
 """

@@ -2,8 +2,9 @@
 
 `prepare` validates everything a run needs (data, model, optimizer, evaluators) and builds it,
 before anything compiles or any run directory changes; seed groups (train/seed_group.py) share
-it, and transformer_jax.aot compiles it for a TPU slice from the data's facts alone. The loop itself, resume, logging, evaluation, checkpoints, early stopping, signals and the
-summary, is train/loop.py, which drives this file's `SoloProgram`: the run's train state on the
+it, and transformer_jax.aot compiles it for a TPU slice from the data's facts alone. The loop
+itself, resume, logging, evaluation, checkpoints, early stopping, signals and the summary, is
+train/loop.py, which drives this file's `SoloProgram`: the run's train state on the
 devices, laid out by `train.parallelism` (train/parallel.py), stepped by the compiled train step.
 A non-finite loss writes a "diverged" summary and raises `NonFiniteError`; a checkpoint that
 cannot be saved (a full disk) writes a "failed" one and raises `CheckpointSaveError`, both leaving
