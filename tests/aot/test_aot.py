@@ -60,7 +60,7 @@ def test_train_step_compiles_with_real_memory_and_model_flops(topology, train):
     assert program.compiled, program.error
     assert all(v >= 0 for v in program.memory.values())
     assert 0 < program.total_bytes < TPU_CHIPS["v5e"].hbm_bytes
-    model = model_flops_per_token(plan.model_config, 128) * 16 * 128
+    model = model_flops_per_token(plan.prepared.model_config, 128) * 16 * 128
     chips = plan.topology.num_chips
     assert program.flops * chips == pytest.approx(model, rel=0.1)
 
@@ -79,18 +79,26 @@ def test_grad_accumulation_and_scanned_layers_count_the_whole_step():
     assert looped.flops == pytest.approx(plain.flops, rel=0.05)
 
 
-def test_encoder_decoder_compiles_train_eval_and_both_decodings():
+def test_encoder_decoder_compiles_train_eval_and_its_evaluators_decodings():
+    """The programs are the evaluators' own: generation accuracy's greedy decoding of eval
+    batches, BLEU's greedy and beam decoding of the test sources."""
     config = defaults.base_config("multi30k")
     config.data.update(batch_size=8, spm_vocab_size=64, max_input_len=12, max_target_len=13)
     config.data.update(eval_max_len=16)
     config.model.update(d_model=32, num_encoder_layers=1, num_decoder_layers=1)
     config.model.attention.num_heads = 2
     config.model.ffn.d_ff = 64
+    config.train.update(generate_eval=True, bleu=True)
     programs = compile_programs(plan_run(config, get_topology("v5e:1x1")))
-    assert [p.name for p in programs] == ["train", "eval", "decode_greedy", "decode_beam"]
+    names = ["train", "eval", "generation", "bleu_greedy", "bleu_beam"]
+    assert [p.name for p in programs] == names
     assert all(p.compiled for p in programs), [p.error for p in programs]
-    greedy, beam = programs[2:]
+    greedy, beam = programs[3:]
     assert beam.total_bytes > greedy.total_bytes  # four hypotheses per example
+    assert greedy.tokens == 8 * 16  # the test split's target length, every row
+    config.train.update(generate_eval=False, bleu=False)
+    names = [p.name for p in compile_programs(plan_run(config, get_topology("v5e:1x1")))]
+    assert names == ["train", "eval"]  # no evaluator decodes: nothing more to compile
 
 
 def test_bad_topology_and_batch_are_value_errors_before_compiling():
