@@ -7,7 +7,6 @@ from tiny_configs import tiny_model
 from transformer_jax.aot.traffic import activation_bytes, train_step_traffic
 
 
-
 def tiny_decoder(**fields):
     """One decoder layer, d_model 16, 2 heads of 8 sharing one K/V head, relu d_ff 32, 13 ids."""
     changes = {"attention.num_kv_heads": 1}
