@@ -3,10 +3,11 @@
 
   python -m benchmarks.tpu_table --out=results/accelerators/tpu_aot.md
 
-For each config and slice: whether the train step compiles and fits (the run as shipped: its
-batch, jit data parallel), its HBM per chip against the chip's, the largest global batch that
-fits (`python -m transformer_jax.aot --fit`, at most --fit_compiles compiles), and the roofline
-step time and tokens/s at the shipped batch. Compiling is CPU heavy: the whole table is many
+For each config and slice (SLICE_CONFIGS limits a slice to some configs): the attention path
+compiled, whether the train step compiles and fits (the run as shipped: its batch, jit data
+parallel), its HBM per chip against the chip's, the largest global batch that fits (`python -m
+transformer_jax.aot --fit`, at most --fit_compiles compiles), XLA's and the analytic bytes moved
+per chip, and the range of roofline step times and tokens/s they give at the shipped batch. Compiling is CPU heavy: the whole table is many
 compiles (--fit_compiles=0 skips the search).
 
 The table is built row by row and resumes: rows already in --out for a slice made with the same
@@ -209,9 +210,13 @@ def render(table: Table) -> str:
         "the compiler refuses the step, the figure its out-of-memory message gives (at least "
         "that: it may count the temporaries alone). "
         + _batch_text()
-        + " Step time and rate: roofline estimates at the shipped batch from XLA's counts and "
-        "the chip's published figures (transformer_jax/aot/chips.py): lower bounds on a real "
-        "step (see docs/accelerators.md).",
+        + " Attention: the implementation `model.attention.impl` compiles to for the slice "
+        "(`jax`: jax.nn.dot_product_attention). GB moved per chip: XLA's bytes accessed / an "
+        "analytic count of the step's HBM traffic (weights, gradients, optimizer state, saved "
+        "activations; transformer_jax/aot/traffic.py). Step time and rate: roofline estimates at "
+        "the shipped batch, the range the two byte counts give with XLA's FLOPs and the chip's "
+        "published figures (transformer_jax/aot/chips.py): estimates, not measurements, and "
+        "lower bounds on a real step (see docs/accelerators.md).",
         "",
         _HEADER,
         "|" + " --- |" * (_COLUMNS - 1),

@@ -66,18 +66,7 @@ class ImageClassificationData:
             cfg.image_size,
             f"> 0: the images of {cfg.name!r} have no fixed size",
         )
-        size = cfg.image_size
-        self.info = DatasetInfo(
-            name=cfg.name,
-            kind="classification",
-            vocab_size=0,
-            max_input_len=0,
-            max_target_len=0,
-            eval_splits=("test",),
-            tokenizer=None,
-            num_classes=features["label"].num_classes,
-            image_shape=(size, size, channels) if size else (height, width, channels),
-        )
+        self.info = _image_info(cfg, (height, width, channels), features["label"].num_classes)
 
     def _read_batch(
         self, source, indices: np.ndarray, rng: np.random.Generator | None = None
@@ -140,6 +129,13 @@ def catalog_image_data(cfg: ml_collections.ConfigDict) -> ImageClassificationDat
 def catalog_image_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
     """The DatasetInfo `catalog_image_data(cfg)` has, from the config alone (no download)."""
     height, width, channels, classes = _CATALOG_SHAPES[cfg.name]
+    return _image_info(cfg, (height, width, channels), classes)
+
+
+def _image_info(cfg: ml_collections.ConfigDict, stored_shape, num_classes: int) -> DatasetInfo:
+    """An image dataset's facts: images of `stored_shape` (height, width, channels), resized
+    to data.image_size when it is set."""
+    height, width, channels = stored_shape
     size = cfg.image_size
     return DatasetInfo(
         name=cfg.name,
@@ -149,6 +145,6 @@ def catalog_image_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
         max_target_len=0,
         eval_splits=("test",),
         tokenizer=None,
-        num_classes=classes,
+        num_classes=num_classes,
         image_shape=(size, size, channels) if size else (height, width, channels),
     )
