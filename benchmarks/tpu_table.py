@@ -7,8 +7,8 @@ For each config and slice (SLICE_CONFIGS limits a slice to some configs): the at
 compiled, whether the train step compiles and fits (the run as shipped: its batch, jit data
 parallel), its HBM per chip against the chip's, the largest global batch that fits (`python -m
 transformer_jax.aot --fit`, at most --fit_compiles compiles), XLA's and the analytic bytes moved
-per chip, and the range of roofline step times and tokens/s they give at the shipped batch. Compiling is CPU heavy: the whole table is many
-compiles (--fit_compiles=0 skips the search).
+per chip, and the range of roofline step times and tokens/s they give at the shipped batch.
+Compiling is CPU heavy: the whole table is many compiles (--fit_compiles=0 skips the search).
 
 The table is built row by row and resumes: rows already in --out for a slice made with the same
 --fit_compiles are kept and only the missing (config, slice) rows are compiled, so a killed run
