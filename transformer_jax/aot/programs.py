@@ -75,7 +75,7 @@ def attention_path(target: Target) -> str:
 class Program:
     """One compiled program (or the compiler's refusal) and what it processes per call."""
 
-    name: str  # train | eval | decode_greedy | decode_beam
+    name: str  # train | eval | an evaluator's program (generation, bleu_greedy, bleu_beam)
     error: str = ""  # the compiler's (or a builder's) error in one line; "" when compiled
     memory: dict[str, int] = dataclasses.field(default_factory=dict)  # bytes per chip
     flops: float = 0.0  # XLA's count, per chip
