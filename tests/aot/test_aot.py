@@ -79,9 +79,7 @@ def test_grad_accumulation_and_scanned_layers_count_the_whole_step():
     assert looped.flops == pytest.approx(plain.flops, rel=0.05)
 
 
-def test_encoder_decoder_compiles_train_eval_and_its_evaluators_decodings():
-    """The programs are the evaluators' own: generation accuracy's greedy decoding of eval
-    batches, BLEU's greedy and beam decoding of the test sources."""
+def tiny_translation():
     config = defaults.base_config("multi30k")
     config.data.update(batch_size=8, spm_vocab_size=64, max_input_len=12, max_target_len=13)
     config.data.update(eval_max_len=16)
@@ -89,6 +87,25 @@ def test_encoder_decoder_compiles_train_eval_and_its_evaluators_decodings():
     config.model.attention.num_heads = 2
     config.model.ffn.d_ff = 64
     config.train.update(generate_eval=True, bleu=True)
+    return config
+
+
+@SLICE
+@pytest.mark.parametrize("parallelism", ["jit", "pmap"])
+def test_evaluators_decodings_compile_on_a_slice_as_the_run_places_them(parallelism):
+    """Generation accuracy's batch split over the 8 chips (or one chip under pmap), BLEU's
+    host inputs replicated: each program compiles with the run's placement."""
+    config = tiny_translation()
+    config.train.parallelism = parallelism
+    programs = compile_programs(plan_run(config, get_topology("v5e:2x4")))
+    assert [p.name for p in programs][2:] == ["generation", "bleu_greedy", "bleu_beam"]
+    assert all(p.compiled for p in programs), [p.error for p in programs]
+
+
+def test_encoder_decoder_compiles_train_eval_and_its_evaluators_decodings():
+    """The programs are the evaluators' own: generation accuracy's greedy decoding of eval
+    batches, BLEU's greedy and beam decoding of the test sources."""
+    config = tiny_translation()
     programs = compile_programs(plan_run(config, get_topology("v5e:1x1")))
     names = ["train", "eval", "generation", "bleu_greedy", "bleu_beam"]
     assert [p.name for p in programs] == names
