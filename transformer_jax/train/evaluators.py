@@ -32,7 +32,6 @@ from transformer_jax.data.abstract import abstract_batch, longest_lengths
 from transformer_jax.registry import Registry
 from transformer_jax.train import bleu_eval
 from transformer_jax.train import step as steps
-from transformer_jax.train.bleu_eval import BleuEvaluator
 from transformer_jax.train.timing import Phases
 
 Results = dict[str, dict[str, float]]  # split -> metric name -> value
@@ -209,11 +208,11 @@ def _generation_programs(prepared) -> dict[str, EvalProgram]:
     }
 
 
-def _bleu(context: EvalContext) -> BleuEvaluator | None:
+def _bleu(context: EvalContext) -> bleu_eval.BleuEvaluator | None:
     prepared = context.prepared
     if not prepared.train_cfg.bleu:
         return None
-    return BleuEvaluator(
+    return bleu_eval.BleuEvaluator(
         prepared.dataset,
         context.batch_size,
         prepared.train_cfg,
