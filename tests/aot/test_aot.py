@@ -10,6 +10,7 @@ import pytest
 
 from transformer_jax import defaults
 from transformer_jax.aot import fit as fit_module
+from transformer_jax.aot import report
 from transformer_jax.aot.chips import TPU_CHIPS
 from transformer_jax.aot.estimate import model_flops_per_token, roofline
 from transformer_jax.aot.programs import Program, compile_programs, plan_run
@@ -106,10 +107,15 @@ def test_encoder_decoder_compiles_train_eval_and_its_evaluators_decodings():
     """The programs are the evaluators' own: generation accuracy's greedy decoding of eval
     batches, BLEU's greedy and beam decoding of the test sources."""
     config = tiny_translation()
-    programs = compile_programs(plan_run(config, get_topology("v5e:1x1")))
+    target = plan_run(config, get_topology("v5e:1x1"))
+    programs = compile_programs(target)
     names = ["train", "eval", "generation", "bleu_greedy", "bleu_beam"]
     assert [p.name for p in programs] == names
     assert all(p.compiled for p in programs), [p.error for p in programs]
+    assert "attention jax (model.attention.impl for tpu)" in report.header(target, "x")[1]
+    train_line = report.program_line(target, programs[0])
+    assert "XLA" in train_line and "analytic HBM traffic" in train_line
+    assert "XLA's bytes and the analytic count" in train_line and "not measurements" in train_line
     greedy, beam = programs[3:]
     assert beam.total_bytes > greedy.total_bytes  # four hypotheses per example
     assert greedy.tokens == 8 * 16  # the test split's target length, every row
