@@ -167,7 +167,9 @@ def read_table(path: Path) -> Table:
             and line.count("|") == _COLUMNS  # a row of an older layout is recomputed
         ):
             rows[(match["config"], match["slice"])] = line
-    return Table({key: line for key, line in rows.items() if key[1] in parts}, parts)
+    rows = {key: line for key, line in rows.items() if key[1] in parts}
+    # A slice none of whose rows is kept starts afresh, its compiling time too.
+    return Table(rows, {s: part for s, part in parts.items() if any(k[1] == s for k in rows)})
 
 
 def command(topology: str, fit_compiles) -> str:

@@ -109,3 +109,4 @@ def test_colabs_v6e_slice_has_its_row_only_and_older_layouts_are_recomputed(tmp_
     )
     assert ("char_lm", "v5e:1x1") not in rows_of(out)
     assert ("multi30k", "v6e:1x1") in rows_of(out)
+    assert "v5e:1x1" not in tpu_table.read_table(out).parts  # its time starts afresh too
