@@ -11,18 +11,18 @@ the traffic a step cannot avoid, per chip:
   `train.fsdp = f`, each chip updates its 1/f share);
 - activations: what the forward pass saves for the backward pass, written once and read once.
 
-Everything is counted once per micro-batch (`train.grad_accum_steps` passes of the weights and
-gradients; the activations of all of them). Saved activations follow Korthikanti et al. 2022
-("Reducing Activation Recomputation in Large Transformer Models", Sec. 4.1) per token and layer,
-in the compute dtype: a self-attention sublayer saves its norm's input and output, Q, K, V and
-the context (the output projection's input), and the attention probabilities (float32, one per
-head and key: the softmax runs in float32); cross-attention the same with the encoder's K and V
-per source token; a feed-forward sublayer its norm's input and output, the hidden
-pre-activation (two with a gated activation) and the activation's output. The stack's final
-norm saves its input and output, the output layer the float32 logits. Dropout masks, norm
-statistics, biases, the metrics' norms of the update and XLA's temporaries are left out, and
-`remat="dots_saveable"` is counted as no remat (an overstatement), `"full"` as the layer inputs
-alone: it is a floor of what a step moves, not a prediction of XLA's figure.
+Weights and gradients move once per micro-batch (`train.grad_accum_steps`), the update once.
+Saved activations follow Korthikanti et al. 2022 §4.1 (docs/papers.md) per token and layer, in
+the compute dtype: a self-attention sublayer saves its norm's input and output, Q, K, V and the
+context (the output projection's input), and the attention probabilities (float32, one per head
+and key: the softmax runs in float32); cross-attention the same with the encoder's K and V per
+source token; a feed-forward sublayer its norm's input and output, the hidden pre-activation
+(two with a gated activation) and the activation's output. The stack's final norm saves its
+input and output, the output layer the float32 logits. Left out: dropout masks, norm
+statistics, biases, the metrics' norms, and the temporaries between saved tensors (attention's
+logits and their gradients, chains of elementwise work between fusions), which XLA's count
+includes; `remat="dots_saveable"` is counted as no remat (an overstatement), `"full"` as the
+layer inputs alone. It is a floor of what a step moves, not a prediction of XLA's figure.
 """
 
 import dataclasses
