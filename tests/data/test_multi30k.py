@@ -170,8 +170,13 @@ def test_vocabulary_is_joint_cached_and_shared_by_both_directions(data_dir, monk
     ],
 )
 def test_bad_fields_are_named(tmp_path, field, value, message):
+    """By the data, and (but for the raw files) by the facts the compiler reads instead."""
+    cfg = config(tmp_path, **{field: value})
     with pytest.raises(ValueError, match=message):
-        load_dataset(config(tmp_path, **{field: value}))
+        load_dataset(cfg)
+    if field != "manual_dir":
+        with pytest.raises(ValueError, match=message):
+            describe_dataset(cfg)
 
 
 def test_text_pairs_need_a_translation_dataset(tmp_path):

@@ -55,8 +55,7 @@ class ImageClassificationData:
     """
 
     def __init__(self, cfg: ml_collections.ConfigDict, tfds_name: str, max_value: int):
-        require_at_least("random_shift", cfg.random_shift, 0)
-        require_at_least("image_size", cfg.image_size, 0)
+        _check_image_fields(cfg)
         self._cfg, self._tfds_name, self._max_value = cfg, tfds_name, max_value
         features = open_split(tfds_name, "train", cfg.data_dir).dataset_info.features
         height, width, channels = features["image"].shape
@@ -126,8 +125,15 @@ def catalog_image_data(cfg: ml_collections.ConfigDict) -> ImageClassificationDat
     return ImageClassificationData(cfg, cfg.name, max_value=_UINT8_MAX)
 
 
+def _check_image_fields(cfg: ml_collections.ConfigDict) -> None:
+    require_at_least("random_shift", cfg.random_shift, 0)
+    require_at_least("image_size", cfg.image_size, 0)
+
+
 def catalog_image_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
-    """The DatasetInfo `catalog_image_data(cfg)` has, from the config alone (no download)."""
+    """The DatasetInfo `catalog_image_data(cfg)` has, from the config alone (no download),
+    after the same field checks."""
+    _check_image_fields(cfg)
     height, width, channels, classes = _CATALOG_SHAPES[cfg.name]
     return _image_info(cfg, (height, width, channels), classes)
 
