@@ -58,9 +58,9 @@ from benchmarks.timing import JaxRunner, TorchRunner, run_rounds, synthetic_batc
 from transformer_jax import defaults, environment
 from transformer_jax.aot.chips import Chip, local_chip, matmul_peak_flops
 from transformer_jax.aot.estimate import model_flops_per_token, roofline
-from transformer_jax.aot.shapes import planned_info
 from transformer_jax.commands import one_line_errors, parse_flags, recorded_command
 from transformer_jax.config import TrainConfig
+from transformer_jax.data import describe_dataset
 from transformer_jax.train import host_memory
 from transformer_jax.train.trainer import resolve_model_config
 
@@ -242,7 +242,7 @@ def multi30k() -> list[Row]:
         config.model.attention.num_heads = 2
         config.model.ffn.d_ff = 64
         config.data.update(batch_size=4, spm_vocab_size=64)
-    info = planned_info(config.data)
+    info = describe_dataset(config.data)
     cfg = resolve_model_config(config, info)
     train_config = TrainConfig.from_dict(config.train.to_dict())
     input_len, target_len = info.padded_lengths("train")

@@ -3,11 +3,12 @@
 
   python -m benchmarks.tpu_table --out=results/accelerators/tpu_aot.md
 
-For each config and slice: whether the train step compiles and fits (the run as shipped: its
-batch, jit data parallel), its HBM per chip against the chip's, the largest global batch that
-fits (`python -m transformer_jax.aot --fit`, at most --fit_compiles compiles), and the roofline
-step time and tokens/s at the shipped batch. Compiling is CPU heavy: the whole table is many
-compiles (--fit_compiles=0 skips the search).
+For each config and slice (SLICE_CONFIGS limits a slice to some configs): the attention path
+compiled, whether the train step compiles and fits (the run as shipped: its batch, jit data
+parallel), its HBM per chip against the chip's, the largest global batch that fits (`python -m
+transformer_jax.aot --fit`, at most --fit_compiles compiles), XLA's and the analytic bytes moved
+per chip, and the range of roofline step times and tokens/s they give at the shipped batch.
+Compiling is CPU heavy: the whole table is many compiles (--fit_compiles=0 skips the search).
 
 The table is built row by row and resumes: rows already in --out for a slice made with the same
 --fit_compiles are kept and only the missing (config, slice) rows are compiled, so a killed run
@@ -29,12 +30,12 @@ from benchmarks import speed_configs
 from transformer_jax import defaults
 from transformer_jax.aot import report
 from transformer_jax.aot.fit import fit_batch, fits
-from transformer_jax.aot.programs import compile_train_counted, plan_run
+from transformer_jax.aot.programs import attention_path, compile_train_counted, plan_run
 from transformer_jax.aot.topology import get_topology, parse
 from transformer_jax.commands import one_line_errors, parse_flags
 from transformer_jax.environment import cpu_model
 
-TOPOLOGIES = ["v5e:1x1", "v5e:2x4", "v4:2x2x1", "v6e:2x4"]  # Colab's v5e-1 first
+TOPOLOGIES = ["v5e:1x1", "v5e:2x4", "v4:2x2x1", "v6e:2x4", "v6e:1x1"]  # Colab's v5e-1 first
 DEFAULT_OUT = "results/accelerators/tpu_aot.md"
 
 _OUT = flags.DEFINE_string("out", DEFAULT_OUT, "Markdown file to write (and resume).")
@@ -59,6 +60,16 @@ CONFIGS = {  # row name -> (config file, argument)
 }
 
 
+# Slices compiled for some configs only (default: all of CONFIGS): Colab's v6e-1 for the run
+# the README quotes.
+SLICE_CONFIGS = {"v6e:1x1": ["multi30k"]}
+
+
+def configs_of(topology: str) -> list[str]:
+    """The configs the table has rows of on `topology`."""
+    return SLICE_CONFIGS.get(topology, list(CONFIGS))
+
+
 def load(name: str):
     path, arg = CONFIGS[name]
     if path.startswith("benchmarks/"):
@@ -71,11 +82,11 @@ def _cell(text: str) -> str:
     return text.replace("|", "/")
 
 
-def largest_batch(plan, train, fit_compiles: int) -> str:
+def largest_batch(target, train, fit_compiles: int) -> str:
     """The batch column's second half: the largest global batch found to fit."""
     if not fit_compiles:
         return "-"
-    found = fit_batch(plan, fit_compiles, known=train)
+    found = fit_batch(target, fit_compiles, known=train)
     if not found.batch_size:
         return "none"
     if not found.too_big:  # every batch tried fits
@@ -89,27 +100,27 @@ def row(name: str, topology_name: str, fit_compiles: int) -> str:
     """One line of the table; a config the compiler refuses says why."""
     topology = get_topology(topology_name)
     try:
-        plan = plan_run(load(name), topology)
+        target = plan_run(load(name), topology)
     except ValueError as error:
-        return f"| {name} | {topology_name} | no: {_cell(str(error))} | | | | |"
-    train = compile_train_counted(plan)
+        return f"| {name} | {topology_name} | - | no: {_cell(str(error))} |" + " |" * 5
+    train = compile_train_counted(target)
     chip = topology.chip
     needed = report.needed_bytes(train)
     hbm = f"{report.gib(needed)} / {report.gib(chip.hbm_bytes)}" if needed else "?"
     if not train.compiled:
         status = f"no: {_cell(train.error[:160])}"
     else:
-        status = "yes" if fits(plan, train) else "compiles, does not fit"
-    largest = largest_batch(plan, train, fit_compiles)
+        status = "yes" if fits(target, train) else "compiles, does not fit"
+    largest = largest_batch(target, train, fit_compiles)
+    xla = f"{train.bytes_accessed / 1e9:,.2f}" if train.flops else "-"
+    traffic = f"{xla} / {train.traffic.total / 1e9:,.2f}"
     if train.compiled and train.flops:
-        estimate = report.estimate(plan, train)
-        time_s = f"{estimate.seconds * 1e3:,.1f} ms ({estimate.bound})"
-        rate = f"{estimate.tokens_per_s:,.0f} {report.unit(plan)}/s"
+        time_s, rate = report.step_range(target, train)
     else:
         time_s = rate = "-"
     return (
-        f"| {name} | {topology_name} | {status} | {hbm} | {plan.batch_size} / {largest} | "
-        f"{time_s} | {rate} |"
+        f"| {name} | {topology_name} | {attention_path(target)} | {status} | {hbm} | "
+        f"{target.batch_size} / {largest} | {traffic} | {time_s} | {rate} |"
     )
 
 
@@ -133,7 +144,11 @@ _PART = re.compile(
     r"^- (?P<slice>\S+): `[^`]*--fit_compiles=(?P<fit>\d+)[^`]*` "
     r"\(\d+ rows?, (?P<minutes>[\d.]+) minutes"
 )
-_HEADER = "| config | slice | fits? | HBM GiB / chip | batch: shipped / largest | step | rate |"
+_HEADER = (
+    "| config | slice | attention | fits? | HBM GiB / chip | batch: shipped / largest | "
+    "GB moved / chip: XLA / analytic | step | rate |"
+)
+_COLUMNS = _HEADER.count("|")
 
 
 def read_table(path: Path) -> Table:
@@ -145,9 +160,16 @@ def read_table(path: Path) -> Table:
     for line in path.read_text().splitlines():
         if (match := _PART.match(line)) is not None:
             parts[match["slice"]] = Part(int(match["fit"]), float(match["minutes"]))
-        elif line != _HEADER and (match := _ROW.match(line)) and match["config"] != "---":
+        elif (
+            line != _HEADER
+            and (match := _ROW.match(line))
+            and match["config"] != "---"
+            and line.count("|") == _COLUMNS  # a row of an older layout is recomputed
+        ):
             rows[(match["config"], match["slice"])] = line
-    return Table({key: line for key, line in rows.items() if key[1] in parts}, parts)
+    rows = {key: line for key, line in rows.items() if key[1] in parts}
+    # A slice none of whose rows is kept starts afresh, its compiling time too.
+    return Table(rows, {s: part for s, part in parts.items() if any(k[1] == s for k in rows)})
 
 
 def command(topology: str, fit_compiles) -> str:
@@ -190,12 +212,16 @@ def render(table: Table) -> str:
         "the compiler refuses the step, the figure its out-of-memory message gives (at least "
         "that: it may count the temporaries alone). "
         + _batch_text()
-        + " Step time and rate: roofline estimates at the shipped batch from XLA's counts and "
-        "the chip's published figures (transformer_jax/aot/chips.py): lower bounds on a real "
-        "step (see docs/accelerators.md).",
+        + " Attention: the implementation `model.attention.impl` compiles to for the slice "
+        "(`jax`: jax.nn.dot_product_attention). GB moved per chip: XLA's bytes accessed / an "
+        "analytic count of the step's HBM traffic (weights, gradients, optimizer state, saved "
+        "activations; transformer_jax/aot/traffic.py). Step time and rate: roofline estimates at "
+        "the shipped batch, the range the two byte counts give with XLA's FLOPs and the chip's "
+        "published figures (transformer_jax/aot/chips.py): estimates, not measurements, and "
+        "lower bounds on a real step (see docs/accelerators.md).",
         "",
         _HEADER,
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "|" + " --- |" * (_COLUMNS - 1),
         *(line for _, line in sorted(table.rows.items(), key=_order(slices))),
         "",
         f"Each slice's rows, made on {machine} and reproduced by its command (which keeps the "
@@ -213,7 +239,7 @@ def render(table: Table) -> str:
     missing = [
         (name, topology)
         for topology in slices
-        for name in CONFIGS
+        for name in configs_of(topology)
         if (name, topology) not in table.rows
     ]
     if missing:
@@ -221,13 +247,13 @@ def render(table: Table) -> str:
         for name, topology in missing:
             per_slice.setdefault(topology, []).append(name)
         listed = "; ".join(
-            f"{s}: {'all' if len(names) == len(CONFIGS) else ', '.join(names)}"
+            f"{s}: {'all' if len(names) == len(configs_of(s)) else ', '.join(names)}"
             for s, names in per_slice.items()
         )
-        total = len(CONFIGS) * len(slices)
+        total = sum(len(configs_of(s)) for s in slices)
         lines += [
             "",
-            f"Incomplete: {total - len(missing)} of {total} rows ({len(CONFIGS)} configs x "
+            f"Incomplete: {total - len(missing)} of {total} rows (configs x "
             f"{', '.join(slices)}). Missing: {listed}. A slice's command above adds its "
             f"missing rows; `{command('<slice>', '<N>')}` starts a slice not listed there.",
         ]
@@ -257,7 +283,7 @@ def build(
     out.parent.mkdir(parents=True, exist_ok=True)
     for topology in topologies:
         for name in names:
-            if (name, topology) in table.rows:
+            if (name, topology) in table.rows or name not in configs_of(topology):
                 continue
             start = time.perf_counter()
             line = make_row(name, topology, fit_compiles)

@@ -10,11 +10,13 @@ import pytest
 
 from transformer_jax import defaults
 from transformer_jax.aot import fit as fit_module
+from transformer_jax.aot import report
 from transformer_jax.aot.chips import TPU_CHIPS
 from transformer_jax.aot.estimate import model_flops_per_token, roofline
 from transformer_jax.aot.programs import Program, compile_programs, plan_run
 from transformer_jax.aot.report import check_fits, needed_bytes
 from transformer_jax.aot.topology import get_topology, parse
+from transformer_jax.train import evaluators
 
 pytestmark = pytest.mark.usefixtures("libtpu")
 
@@ -60,7 +62,7 @@ def test_train_step_compiles_with_real_memory_and_model_flops(topology, train):
     assert program.compiled, program.error
     assert all(v >= 0 for v in program.memory.values())
     assert 0 < program.total_bytes < TPU_CHIPS["v5e"].hbm_bytes
-    model = model_flops_per_token(plan.model_config, 128) * 16 * 128
+    model = model_flops_per_token(plan.prepared.model_config, 128) * 16 * 128
     chips = plan.topology.num_chips
     assert program.flops * chips == pytest.approx(model, rel=0.1)
 
@@ -79,18 +81,47 @@ def test_grad_accumulation_and_scanned_layers_count_the_whole_step():
     assert looped.flops == pytest.approx(plain.flops, rel=0.05)
 
 
-def test_encoder_decoder_compiles_train_eval_and_both_decodings():
+def tiny_translation():
     config = defaults.base_config("multi30k")
     config.data.update(batch_size=8, spm_vocab_size=64, max_input_len=12, max_target_len=13)
     config.data.update(eval_max_len=16)
     config.model.update(d_model=32, num_encoder_layers=1, num_decoder_layers=1)
     config.model.attention.num_heads = 2
     config.model.ffn.d_ff = 64
-    programs = compile_programs(plan_run(config, get_topology("v5e:1x1")))
-    assert [p.name for p in programs] == ["train", "eval", "decode_greedy", "decode_beam"]
+    config.train.update(generate_eval=True, bleu=True)
+    return config
+
+
+@SLICE
+@pytest.mark.parametrize("parallelism", ["jit", "pmap"])
+def test_evaluators_decodings_compile_on_a_slice_as_the_run_places_them(parallelism):
+    """Generation accuracy's batch split over the 8 chips (or one chip under pmap), BLEU's
+    host inputs replicated: each program compiles with the run's placement."""
+    config = tiny_translation()
+    config.train.parallelism = parallelism
+    programs = compile_programs(plan_run(config, get_topology("v5e:2x4")))
+    assert [p.name for p in programs][2:] == ["generation", "bleu_greedy", "bleu_beam"]
     assert all(p.compiled for p in programs), [p.error for p in programs]
-    greedy, beam = programs[2:]
+
+
+def test_encoder_decoder_compiles_train_eval_and_its_evaluators_decodings():
+    """The programs are the evaluators' own: generation accuracy's greedy decoding of eval
+    batches, BLEU's greedy and beam decoding of the test sources."""
+    config = tiny_translation()
+    target = plan_run(config, get_topology("v5e:1x1"))
+    programs = compile_programs(target)
+    names = ["train", "eval", "generation", "bleu_greedy", "bleu_beam"]
+    assert [p.name for p in programs] == names
+    assert all(p.compiled for p in programs), [p.error for p in programs]
+    assert "attention jax (model.attention.impl for tpu)" in report.header(target, "x")[1]
+    train_line = report.program_line(target, programs[0])
+    assert "XLA" in train_line and "analytic HBM traffic" in train_line
+    assert "XLA's bytes and the analytic count" in train_line and "not measurements" in train_line
+    greedy, beam = programs[3:]
     assert beam.total_bytes > greedy.total_bytes  # four hypotheses per example
+    assert greedy.tokens == 8 * 16  # the test split's target length, every row
+    config.train.update(generate_eval=False, bleu=False)  # no evaluator decodes: nothing more
+    assert evaluators.programs(plan_run(config, get_topology("v5e:1x1")).prepared) == {}
 
 
 def test_bad_topology_and_batch_are_value_errors_before_compiling():

@@ -21,7 +21,7 @@ class FakeRows:
         if self.stop_after is not None and len(self.calls) == self.stop_after:
             raise KeyboardInterrupt
         self.calls.append((name, topology))
-        return f"| {name} | {topology} | yes | fit_compiles={fit_compiles} | | | |"
+        return f"| {name} | {topology} | jax | yes | fit_compiles={fit_compiles} | | | | |"
 
 
 def rows_of(path):
@@ -34,7 +34,7 @@ def test_a_killed_table_resumes_with_only_the_missing_rows(tmp_path):
         tpu_table.build(out, NAMES, SLICES, 6, make_row=FakeRows(stop_after=5))
     assert len(rows_of(out)) == 5  # written after each row
     text = out.read_text()
-    assert "Incomplete: 5 of 36 rows" in text and f"v5e:1x1: {', '.join(NAMES[5:])};" in text
+    assert "Incomplete: 5 of 37 rows" in text and f"v5e:1x1: {', '.join(NAMES[5:])};" in text
 
     second = FakeRows()
     tpu_table.build(out, NAMES, SLICES, 6, make_row=second)
@@ -45,8 +45,8 @@ def test_a_killed_table_resumes_with_only_the_missing_rows(tmp_path):
     text = out.read_text()
     for topology in SLICES:  # each slice's line is the command that makes it
         assert f"- {topology}: `{tpu_table.command(topology, 6)}` (9 rows, " in text
-    assert "Incomplete: 18 of 36 rows" in text  # two of the four default slices made
-    assert "Missing: v4:2x2x1: all; v6e:2x4: all." in text
+    assert "Incomplete: 18 of 37 rows" in text  # two of the five default slices made
+    assert "Missing: v4:2x2x1: all; v6e:2x4: all; v6e:1x1: all." in text
 
 
 def test_slices_made_with_other_flags_are_kept_and_stated(tmp_path):
@@ -59,14 +59,14 @@ def test_slices_made_with_other_flags_are_kept_and_stated(tmp_path):
     assert f"`{tpu_table.command('v5e:1x1', 6)}`" in text
     assert f"`{tpu_table.command('v6e:2x4', 0)}`" in text
     assert "Incomplete" not in text
-    assert rows_of(out)[("multi30k", "v5e:1x1")].endswith("fit_compiles=6 | | | |")
-    assert rows_of(out)[("multi30k", "v4:2x2x1")].endswith("fit_compiles=0 | | | |")
+    assert rows_of(out)[("multi30k", "v5e:1x1")].endswith("fit_compiles=6 | | | | |")
+    assert rows_of(out)[("multi30k", "v4:2x2x1")].endswith("fit_compiles=0 | | | | |")
 
     again = FakeRows()
     tpu_table.build(out, NAMES, ["v5e:2x4"], 2, make_row=again)
     assert {s for _, s in again.calls} == {"v5e:2x4"} and len(again.calls) == len(NAMES)
-    assert rows_of(out)[("multi30k", "v5e:1x1")].endswith("fit_compiles=6 | | | |")
-    assert rows_of(out)[("multi30k", "v5e:2x4")].endswith("fit_compiles=2 | | | |")
+    assert rows_of(out)[("multi30k", "v5e:1x1")].endswith("fit_compiles=6 | | | | |")
+    assert rows_of(out)[("multi30k", "v5e:2x4")].endswith("fit_compiles=2 | | | | |")
 
 
 def test_fresh_recomputes_only_the_rows_asked_for(tmp_path):
@@ -93,3 +93,20 @@ def test_rows_without_a_stated_origin_are_recomputed(tmp_path):
     made = FakeRows()
     tpu_table.build(out, ["algorithmic:copy"], ["v5e:1x1"], 0, make_row=made)
     assert made.calls == [("algorithmic:copy", "v5e:1x1")]
+
+
+def test_colabs_v6e_slice_has_its_row_only_and_older_layouts_are_recomputed(tmp_path):
+    """v6e:1x1 compiles the configs listed for it alone; a row of the layout before the
+    attention and traffic columns is recomputed even under its slice's provenance line."""
+    out = tmp_path / "tpu_aot.md"
+    made = FakeRows()
+    tpu_table.build(out, NAMES, ["v6e:1x1"], 0, make_row=made)
+    assert made.calls == [(name, "v6e:1x1") for name in tpu_table.SLICE_CONFIGS["v6e:1x1"]]
+    old = "| char_lm | v5e:1x1 | yes | 0.08 / 16.00 | 32 / - | 1.8 ms (memory) | 2 tokens/s |"
+    out.write_text(
+        out.read_text() + f"{old}\n- v5e:1x1: `{tpu_table.command('v5e:1x1', 0)}` "
+        "(1 row, 1.0 minutes of compiling)\n"
+    )
+    assert ("char_lm", "v5e:1x1") not in rows_of(out)
+    assert ("multi30k", "v6e:1x1") in rows_of(out)
+    assert "v5e:1x1" not in tpu_table.read_table(out).parts  # its time starts afresh too

@@ -1,6 +1,7 @@
 """Multi30k: the TFDS builder on the fixture (splits, pairing, directions, manual_dir), the
 joint SentencePiece vocabulary cache, length buckets and the text references."""
 
+import dataclasses
 import gzip
 import shutil
 from pathlib import Path
@@ -9,7 +10,7 @@ import pytest
 import tensorflow_datasets as tfds
 from data_fixtures import all_rows, small_config, unpadded
 
-from transformer_jax.data import EOS_ID, load_dataset, multi30k, tokenizers
+from transformer_jax.data import EOS_ID, describe_dataset, load_dataset, multi30k, tokenizers
 
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
 SIZES = {"train": 20, "validation": 5, "test": 6}
@@ -129,6 +130,14 @@ def test_eval_rows_are_padded_to_eval_max_len_and_train_rows_to_their_bucket(dat
     assert sorted(seen) == sorted(zip(raw("train", "de"), raw("train", "en"), strict=True))
 
 
+def test_its_registered_facts_are_the_built_datas(data_dir):
+    """`describe_dataset` (what the ahead-of-time compiler sees, nothing read) gives the info
+    the built data has, but for the tokenizer it cannot have without the data."""
+    cfg = config(data_dir, eval_max_len=100)
+    built = dataclasses.replace(load_dataset(cfg).info, tokenizer=None)
+    assert describe_dataset(cfg) == built
+
+
 def test_vocabulary_is_joint_cached_and_shared_by_both_directions(data_dir, monkeypatch):
     info = load_dataset(config(data_dir)).info
     path = Path(info.tokenizer.model_path)
@@ -161,8 +170,13 @@ def test_vocabulary_is_joint_cached_and_shared_by_both_directions(data_dir, monk
     ],
 )
 def test_bad_fields_are_named(tmp_path, field, value, message):
+    """By the data, and (but for the raw files) by the facts the compiler reads instead."""
+    cfg = config(tmp_path, **{field: value})
     with pytest.raises(ValueError, match=message):
-        load_dataset(config(tmp_path, **{field: value}))
+        load_dataset(cfg)
+    if field != "manual_dir":
+        with pytest.raises(ValueError, match=message):
+            describe_dataset(cfg)
 
 
 def test_text_pairs_need_a_translation_dataset(tmp_path):

@@ -52,9 +52,8 @@ def test_a_registered_evaluator_runs_where_the_config_lists_it(tmp_path, monkeyp
     """Only the listed evaluators run, in order: here no decoding (no gen_seq_accuracy), and a
     new evaluation's metrics logged at every evaluation beside the teacher-forced ones."""
     registry = evaluators.EVALUATORS
-    monkeypatch.setitem(
-        registry._entries, "examples", lambda context: _CountsExamples(context.prepared.eval_sets)
-    )
+    entry = evaluators.EvaluatorEntry(lambda context: _CountsExamples(context.prepared.eval_sets))
+    monkeypatch.setitem(registry._entries, "examples", entry)
     config = tiny_config(
         tmp_path / "tfds",
         steps_=4,

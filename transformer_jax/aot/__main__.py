@@ -6,11 +6,14 @@
   python -m transformer_jax.aot --config=benchmarks/speed_configs.py:gpt2_small --topology=v4:2x2x1
   python -m transformer_jax.aot --sweep=experiments/quickstart.py --topology=local
 
-Needs libtpu (pip install -r requirements-tpu.txt), no TPU. Compiles, with the real TPU compiler,
-the programs the run executes (transformer_jax/aot/programs.py) and prints for each: compiled or
-the compiler's error, HBM per chip against the chip's capacity, XLA's FLOPs and bytes accessed,
-and the roofline step time, tokens/s and MFU bound on the chip's published figures
-(transformer_jax/aot/chips.py). `--fit` finds the largest global batch whose train step fits.
+Needs libtpu (pip install -r requirements-tpu.txt), no TPU. Prepares the run with the trainer's
+own `prepare` for the slice and compiles, with the real TPU compiler, the programs the run
+executes (transformer_jax/aot/programs.py); prints the attention implementation they use and,
+for each: compiled or the compiler's error, HBM per chip against the chip's capacity, XLA's
+FLOPs and bytes accessed (for the train step also an analytic HBM-traffic count,
+transformer_jax/aot/traffic.py), and the roofline step time, tokens/s and MFU bound on the
+chip's published figures (transformer_jax/aot/chips.py): estimates, a range where the two
+traffic figures differ. `--fit` finds the largest global batch whose train step fits.
 `--topology=local` compiles for this machine's own devices instead (a CPU's figures are
 measured); `--sweep` takes a sweep file's baseline run as the config.
 A benchmark config (benchmarks/speed_configs.py) is compiled on rows of its sequence length.
@@ -32,7 +35,7 @@ _SWEEP = flags.DEFINE_string("sweep", None, "Or a sweep file: its baseline varia
 _TOPOLOGY = flags.DEFINE_string("topology", "v5e:1x1", "TPU slice: v5e:1x1, v5e:2x4, v4:2x2x1...")
 _FIT = flags.DEFINE_bool("fit", False, "Also find the largest global batch that fits.")
 _FIT_COMPILES = flags.DEFINE_integer("fit_compiles", 10, "Most train-step compiles --fit makes.")
-_DECODE = flags.DEFINE_bool("decode", True, "Also compile the greedy and beam decoding programs.")
+_DECODE = flags.DEFINE_bool("decode", True, "Also compile the evaluators' decoding programs.")
 
 
 @one_line_errors("aot")
@@ -46,15 +49,16 @@ def main(argv):
     else:
         path = config_flags.get_config_filename(flags.FLAGS["config"])
         config = report.run_config(_CONFIG.value)
-    plan = plan_run(config, topology)
-    programs = compile_programs(plan, decode=_DECODE.value)
-    report.check_fits(plan, programs[0])  # One error line, exit 2, when the train step won't.
-    for line in report.header(plan, path):
+    target = plan_run(config, topology)  # The trainer's own preparation and checks.
+    programs = compile_programs(target, decode=_DECODE.value)
+    report.check_fits(target, programs[0])  # One error line, exit 2, when the train step won't.
+    for line in report.header(target, path):
         print(line)
     for program in programs:
-        print(report.program_line(plan, program))
+        print(report.program_line(target, program))
     if _FIT.value:
-        print(report.fit_line(plan, fit_batch(plan, _FIT_COMPILES.value, known=programs[0])))
+        found = fit_batch(target, _FIT_COMPILES.value, known=programs[0])
+        print(report.fit_line(target, found))
 
 
 if __name__ == "__main__":

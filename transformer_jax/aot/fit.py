@@ -15,8 +15,8 @@ instead, so the search ends exact however the memory grows, given compiles enoug
 import dataclasses
 
 from transformer_jax.aot.programs import (
-    Plan,
     Program,
+    Target,
     compile_train,
     needed_bytes,
     with_batch_size,
@@ -41,8 +41,8 @@ class Fit:
     unit: int = 1
 
 
-def fits(plan: Plan, program: Program) -> bool:
-    return program.compiled and program.total_bytes <= plan.topology.chip.hbm_bytes
+def fits(target: Target, program: Program) -> bool:
+    return program.compiled and program.total_bytes <= target.topology.chip.hbm_bytes
 
 
 def predicted(points: dict[int, float], capacity: float) -> int | None:
@@ -68,28 +68,28 @@ def next_probe(good: int, bad: int, guess: int | None, bisect: bool, highest: in
     return min(max(guess, good + 1, 1), high)
 
 
-def fit_batch(plan: Plan, max_compiles: int = 10, known: Program | None = None) -> Fit:
-    """See the module docstring. `known`: the train step at the plan's own batch, compiled
+def fit_batch(target: Target, max_compiles: int = 10, known: Program | None = None) -> Fit:
+    """See the module docstring. `known`: the train step at the run's own batch, compiled
     already (it counts as the search's first probe, which then costs no compile)."""
-    unit = plan.topology.num_chips * plan.train_cfg.grad_accum_steps
-    capacity = plan.topology.chip.hbm_bytes
+    unit = target.topology.num_chips * target.prepared.train_cfg.grad_accum_steps
+    capacity = target.topology.chip.hbm_bytes
     tried: dict[int, Program] = {}
     measured: dict[int, float] = {}  # multiple -> bytes per chip, where known
     sides: list[bool] = []  # whether each probe fit
 
     def probe(multiple: int) -> bool:
-        if known is not None and multiple * unit == plan.batch_size:
+        if known is not None and multiple * unit == target.batch_size:
             program = known
         else:
-            program = compile_train(with_batch_size(plan, multiple * unit))
+            program = compile_train(with_batch_size(target, multiple * unit))
         tried[multiple] = program
         if (needed := needed_bytes(program)) is not None:
             measured[multiple] = needed
-        sides.append(fits(plan, program))
+        sides.append(fits(target, program))
         return sides[-1]
 
     good, bad = 0, 0  # multiples of `unit` known to fit / not to fit (0: none known)
-    multiple = max(plan.batch_size // unit, 1)
+    multiple = max(target.batch_size // unit, 1)
     while len(tried) < max_compiles and multiple not in tried and multiple * unit <= _MAX_BATCH:
         if probe(multiple):
             good = multiple

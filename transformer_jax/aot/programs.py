@@ -1,18 +1,18 @@
 """The programs a run executes, compiled ahead of time for a TPU slice from abstract shapes.
 
-`plan_run` validates a config as the trainer does and resolves it against a topology; then
-`compile_programs` lowers and compiles, with the trainer's own builders (train/step.py,
-train/parallel.py, transformer_jax.decoding): the train step with the run's shardings (jit data
-parallel or fsdp, or pmap), the eval step, and for families that decode, the greedy and beam
-decoding programs of an evaluation (as train/bleu_eval.py builds them; a decoder-only model
-continues prompts of half its context). Shapes come from the data's facts (shapes.py), so
-nothing is read, allocated or run; the compiler's memory and cost analyses are the result.
+`plan_run` prepares a config with the trainer's own `prepare` (train/trainer.py) for the slice's
+compile-only devices: the same checks, the dataset described by its registry entry's facts
+(data/registry.py `describe_dataset`), "auto" choices made for the TPU. `compile_programs` then
+lowers and compiles the functions the run jits, with the trainer's own builders: the train step
+with the run's shardings (train/parallel.py `jit_train`: jit data parallel or fsdp, or pmap),
+the eval step, and the programs each of the run's evaluators declares (train/evaluators.py
+`EvaluatorEntry.programs`: greedy decoding for generation accuracy, greedy and beam for BLEU).
+Nothing is read, allocated or run; the compiler's memory and cost analyses are the result.
 """
 
 import dataclasses
 import functools
 import re
-from typing import Any
 
 import jax
 import ml_collections
@@ -20,76 +20,69 @@ import numpy as np
 from jax import ShapeDtypeStruct
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
-from transformer_jax import decoding
-from transformer_jax import fields as F
-from transformer_jax.aot import shapes
 from transformer_jax.aot.topology import Topology
-from transformer_jax.config import ModelConfig, TrainConfig
-from transformer_jax.data.info import DatasetInfo
-from transformer_jax.families import family_of
+from transformer_jax.aot.traffic import Traffic, train_step_traffic, tree_bytes
+from transformer_jax.data.abstract import abstract_batch, split_lengths, zeros_like
 from transformer_jax.models import build_model
+from transformer_jax.train import evaluators
 from transformer_jax.train import step as steps
-from transformer_jax.train.optimizer import make_optimizer
 from transformer_jax.train.parallel import (
     Parallel,
     check_parallel_config,
     make_parallel,
     state_shardings,
 )
-from transformer_jax.train.trainer import resolve_model_config
+from transformer_jax.train.trainer import Prepared, prepare
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
-    """A config resolved for a topology, validated, before anything compiles."""
+class Target:
+    """A run as the trainer prepares it (train/trainer.py `Prepared`) and the TPU slice it is
+    compiled for, laid out over the slice's devices as `train.parallelism` says."""
 
-    config: ml_collections.ConfigDict
-    train_cfg: TrainConfig
-    info: DatasetInfo
-    model_config: ModelConfig
-    model: Any
-    optimizer: Any
+    prepared: Prepared
     topology: Topology
-    parallel: Parallel
+
+    @functools.cached_property
+    def parallel(self) -> Parallel:
+        return make_parallel(self.prepared.train_cfg, self.topology.devices)
 
     @property
     def batch_size(self) -> int:
-        return self.config.data.batch_size
+        return self.prepared.batch_size
 
 
-def plan_run(config: ml_collections.ConfigDict, topology: Topology) -> Plan:
-    """Checks `config` as the trainer does (fields, batch over the chips, model against the
-    data) for `topology`'s chips; ValueErrors name the field."""
-    train_cfg = TrainConfig.from_dict(config.train.to_dict())
-    F.check_int("data.batch_size", config.data.batch_size, 1)
-    check_parallel_config(train_cfg, config.data.batch_size, topology.num_chips)
-    info = shapes.planned_info(config.data)
-    model_config = resolve_model_config(config, info)
-    model = build_model(model_config)
-    optimizer = make_optimizer(train_cfg, model_config.d_model)
-    parallel = make_parallel(train_cfg, topology.devices)
-    return Plan(config, train_cfg, info, model_config, model, optimizer, topology, parallel)
+def plan_run(config: ml_collections.ConfigDict, topology: Topology) -> Target:
+    """`config` prepared by the trainer for `topology`'s chips; its ValueErrors name the
+    field, as a run's do."""
+    return Target(prepare(config, compile_for=topology.devices), topology)
 
 
-def with_batch_size(plan: Plan, batch_size: int) -> Plan:
-    """The same plan at another global batch size (checked over the chips)."""
-    config = ml_collections.ConfigDict(plan.config.to_dict())
-    config.data.batch_size = batch_size
-    check_parallel_config(plan.train_cfg, batch_size, plan.topology.num_chips)
-    return dataclasses.replace(plan, config=config)
+def with_batch_size(target: Target, batch_size: int) -> Target:
+    """The same run at another global batch size (checked over the chips)."""
+    prepared = target.prepared
+    check_parallel_config(prepared.train_cfg, batch_size, target.topology.num_chips)
+    return Target(dataclasses.replace(prepared, batch_size=batch_size), target.topology)
+
+
+def attention_path(target: Target) -> str:
+    """The attention implementation the programs use (model.attention.impl, resolved for the
+    slice's platform): "jax" (jax.nn.dot_product_attention) or "einsum"."""
+    return target.prepared.model_config.attention.impl
 
 
 @dataclasses.dataclass(frozen=True)
 class Program:
     """One compiled program (or the compiler's refusal) and what it processes per call."""
 
-    name: str  # train | eval | decode_greedy | decode_beam
+    name: str  # train | eval | an evaluator's program (generation, bleu_greedy, bleu_beam)
     error: str = ""  # the compiler's (or a builder's) error in one line; "" when compiled
     memory: dict[str, int] = dataclasses.field(default_factory=dict)  # bytes per chip
     flops: float = 0.0  # XLA's count, per chip
     bytes_accessed: float = 0.0  # XLA's count, per chip
     tokens: int = 0  # tokens (images for classifiers) one call processes, all chips
     loops: bool = False  # a decoding loop, which XLA's counts hold once: no time estimate
+    traffic: Traffic | None = None  # the train step's analytic HBM traffic (aot/traffic.py)
 
     @property
     def compiled(self) -> bool:
@@ -103,10 +96,19 @@ class Program:
         return m["arguments"] + m["outputs"] - m["aliased"] + m["temporaries"] + m["code"]
 
 
-def abstract_state(plan: Plan):
+def batch_of(target: Target, split: str) -> dict:
+    """The abstract batch of `split` ("train", or "eval": the longest evaluation split)."""
+    prepared = target.prepared
+    lengths = split_lengths(prepared.info, split)
+    return abstract_batch(prepared.info, prepared.resolved["data"], prepared.batch_size, lengths)
+
+
+def abstract_state(target: Target):
     """The TrainState as ShapeDtypeStructs, from the trainer's own initialiser."""
-    one_row = shapes.zeros_like(shapes.abstract_batch(plan.info, plan.config.data, 1, "train"))
-    init = steps.make_init(plan.model, plan.optimizer, one_row)
+    prepared = target.prepared
+    one_row = dataclasses.replace(prepared, batch_size=1)
+    batch = zeros_like(batch_of(Target(one_row, target.topology), "train"))
+    init = steps.make_init(prepared.model, prepared.optimizer, batch)
     return jax.eval_shape(init, jax.ShapeDtypeStruct((2,), np.uint32))
 
 
@@ -127,12 +129,13 @@ def _per_device_rows(batch, n: int):
     )
 
 
-def tokens_per_call(plan: Plan, batch_size: int, split: str) -> int:
+def tokens_per_call(target: Target, split: str) -> int:
     """Target tokens (lm, seq2seq) or images (classifiers) of one batch: what a run's tokens/s
     counts, padding included."""
-    if plan.info.kind == "classification":
-        return batch_size
-    return batch_size * shapes.split_lengths(plan.info, split)[1]
+    info = target.prepared.info
+    if info.kind == "classification":
+        return target.batch_size
+    return target.batch_size * split_lengths(info, split)[1]
 
 
 def _analyse(name: str, compiled, tokens: int) -> Program:
@@ -185,159 +188,134 @@ def compile_one(name: str, build, tokens: int) -> Program:
     return _analyse(name, compiled, tokens)
 
 
-def lower_train(plan: Plan, state):
+def lower_train(target: Target, state):
+    prepared, parallel = target.prepared, target.parallel
     step = steps.make_train_step(
-        plan.model, plan.optimizer, plan.train_cfg, plan.parallel.num_devices
+        prepared.model, prepared.optimizer, prepared.train_cfg, parallel.num_devices
     )
-    batch = shapes.abstract_batch(plan.info, plan.config.data, plan.batch_size, "train")
-    jitted = plan.parallel.jit_train(step, state)
-    if plan.parallel.kind == "pmap":
-        n = plan.topology.num_chips
+    batch = batch_of(target, "train")
+    jitted = parallel.jit_train(step, state)
+    if parallel.kind == "pmap":
+        n = target.topology.num_chips
         return jitted.lower(_stacked(state, n), _per_device_rows(batch, n))
     return jitted.lower(state, batch)
 
 
-def _eval_placement(plan: Plan, state, batch):
-    """State and batch as the trainer's evaluation sees them: placed as for training (jit), or
-    one replica on one device (pmap)."""
-    if plan.parallel.kind == "pmap":
-        one = SingleDeviceSharding(plan.topology.devices[0])
-        return (
-            _placed(state, jax.tree.map(lambda _: one, state)),
-            _placed(batch, jax.tree.map(lambda _: one, batch)),
-        )
-    mesh = plan.parallel.mesh
-    rows = plan.parallel.batch_sharding()
-    return (
-        _placed(state, state_shardings(mesh, state)),
-        _placed(batch, jax.tree.map(lambda _: rows, batch)),
-    )
+def _eval_placement(target: Target, state):
+    """The state as the trainer's evaluation sees it: placed as for training (jit), or one
+    replica on one device (pmap); and the shardings of a batch's rows and of a replicated
+    argument there."""
+    parallel = target.parallel
+    if parallel.kind == "pmap":
+        one = SingleDeviceSharding(target.topology.devices[0])
+        return _placed(state, jax.tree.map(lambda _: one, state)), one, one
+    mesh = parallel.mesh
+    placed = _placed(state, state_shardings(mesh, state))
+    return placed, parallel.batch_sharding(), NamedSharding(mesh, PartitionSpec())
 
 
-def lower_eval(plan: Plan, state):
+def _place_rest(args, sharding):
+    """Arguments not placed yet (ShapeDtypeStructs without a sharding) get `sharding`."""
+
+    def place(x):
+        if isinstance(x, ShapeDtypeStruct) and x.sharding is None:
+            return ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
+        return x
+
+    return jax.tree.map(place, args)
+
+
+def lower_eval(target: Target, state):
+    prepared = target.prepared
     eval_fn = jax.jit(
-        functools.partial(steps.eval_step, model=plan.model, diagnostics=plan.train_cfg.diagnostics)
+        functools.partial(
+            steps.eval_step, model=prepared.model, diagnostics=prepared.train_cfg.diagnostics
+        )
     )
-    batch = shapes.abstract_batch(plan.info, plan.config.data, plan.batch_size, "eval")
-    return eval_fn.lower(*_eval_placement(plan, state, batch))
+    placed, rows, _ = _eval_placement(target, state)
+    return eval_fn.lower(placed, _place_rest(batch_of(target, "eval"), rows))
 
 
-def decode_configs(plan: Plan) -> dict[str, tuple[decoding.DecodeConfig, tuple[int, int]]]:
-    """name -> (DecodeConfig, input shape) of the decoding programs an evaluation runs."""
-    family = family_of(plan.model_config)
-    if family.decodes is None:
-        return {}
-    input_len, target_len = shapes.split_lengths(plan.info, "eval")
-    if family.decodes == "source":  # as train/bleu_eval.py: the test split's lengths
-        shape, new_tokens = (plan.batch_size, input_len), target_len
-    else:  # a prompt of half the context, then up to decoding's default of new tokens
-        shape, new_tokens = (plan.batch_size, max(target_len // 2, 1)), 0
-    beam = plan.train_cfg
-    return {
-        "decode_greedy": (decoding.DecodeConfig("greedy", max_new_tokens=new_tokens), shape),
-        "decode_beam": (
-            decoding.DecodeConfig(
-                "beam",
-                beam_size=beam.beam_size,
-                alpha=beam.beam_alpha,
-                max_new_tokens=new_tokens,
-            ),
-            shape,
-        ),
-    }
+def lower_eval_program(target: Target, state, program: evaluators.EvalProgram):
+    """An evaluator's program over the run's placed state, its batch placed as the evaluator
+    places it (rows over the devices, or host arrays: replicated)."""
+    placed, rows, replicated = _eval_placement(target, state)
+    args = _place_rest(program.args(placed), rows if program.rows else replicated)
+    return program.fn.lower(*args)
 
 
-def lower_decode(plan: Plan, state, decode_config: decoding.DecodeConfig, shape):
-    """The generate program over the run's placed parameters (an evaluation decodes with the
-    trained state as it lies on the devices), inputs replicated."""
-    generate = decoding.make_generate_fn(plan.model, decode_config, shape)
-    variables = {"params": state.params}
-    if state.batch_stats:
-        variables["batch_stats"] = state.batch_stats
-    placed_state, _ = _eval_placement(plan, state, {})
-    placed = {"params": placed_state.params}
-    if state.batch_stats:
-        placed["batch_stats"] = placed_state.batch_stats
-    if plan.parallel.kind == "pmap":
-        replicated = SingleDeviceSharding(plan.topology.devices[0])
-    else:
-        replicated = NamedSharding(plan.parallel.mesh, PartitionSpec())
-    inputs = ShapeDtypeStruct(shape, np.int32, sharding=replicated)
-    rng = ShapeDtypeStruct((2,), np.uint32, sharding=replicated)
-    return generate.lower(placed, inputs, rng)
+def traffic(target: Target, state) -> Traffic:
+    """The train step's analytic HBM traffic per chip (aot/traffic.py)."""
+    prepared, chips = target.prepared, target.topology.num_chips
+    train_cfg = prepared.train_cfg
+    return train_step_traffic(
+        prepared.model_config,
+        rows=prepared.batch_size // chips,
+        lengths=split_lengths(prepared.info, "train"),
+        param_bytes=tree_bytes(state.params),
+        optimizer_bytes=tree_bytes(state.opt_state),
+        fsdp=train_cfg.fsdp if target.parallel.kind == "jit" else 1,
+        grad_accum_steps=train_cfg.grad_accum_steps,
+    )
 
 
-def decode_tokens(plan: Plan, decode_config: decoding.DecodeConfig, shape) -> int:
-    """Output tokens one decoding call produces at most, all rows."""
-    new = decoding.resolve_max_new_tokens(plan.model_config, decode_config, shape[1])
-    return shape[0] * new
+def compile_train(target: Target, state=None) -> Program:
+    state = abstract_state(target) if state is None else state
+    tokens = tokens_per_call(target, "train")
+    program = compile_one("train", lambda: lower_train(target, state), tokens)
+    return dataclasses.replace(program, traffic=traffic(target, state))
 
 
-def compile_train(plan: Plan, state=None) -> Program:
-    state = abstract_state(plan) if state is None else state
-    tokens = tokens_per_call(plan, plan.batch_size, "train")
-    return compile_one("train", lambda: lower_train(plan, state), tokens)
-
-
-def unrolled(plan: Plan) -> Plan | None:
+def unrolled(target: Target) -> Target | None:
     """The train step of one micro-batch with its layers unrolled, or None when the step has
     neither loop. XLA's cost analysis counts the body of a loop once, whatever its trip count
     (a `lax.scan` over layers or over grad-accumulation micro-batches alike), so the counts of
     such a step come from this equivalent instead, times the micro-batches (which counts the
     optimizer update k times instead of once: a small overstatement)."""
-    k = plan.train_cfg.grad_accum_steps
-    if not plan.model_config.scan_layers and k == 1:
+    prepared = target.prepared
+    k = prepared.train_cfg.grad_accum_steps
+    if not prepared.model_config.scan_layers and k == 1:
         return None
-    model_config = plan.model_config.override({"scan_layers": False})
-    config = ml_collections.ConfigDict(plan.config.to_dict())
-    config.data.batch_size = plan.batch_size // k
-    return dataclasses.replace(
-        plan,
-        config=config,
-        train_cfg=dataclasses.replace(plan.train_cfg, grad_accum_steps=1),
+    model_config = prepared.model_config.override({"scan_layers": False})
+    equivalent = dataclasses.replace(
+        prepared,
+        batch_size=prepared.batch_size // k,
+        train_cfg=dataclasses.replace(prepared.train_cfg, grad_accum_steps=1),
         model_config=model_config,
         model=build_model(model_config),
     )
+    return Target(equivalent, target.topology)
 
 
-def compile_train_counted(plan: Plan, state=None) -> Program:
-    """The train step, with FLOPs and bytes accessed counted on `unrolled(plan)` when its loops
-    would hide them (see there); its memory is always its own."""
-    program = compile_train(plan, state)
-    equivalent = unrolled(plan)
+def compile_train_counted(target: Target, state=None) -> Program:
+    """The train step, with FLOPs and bytes accessed counted on `unrolled(target)` when its
+    loops would hide them (see there); its memory is always its own."""
+    program = compile_train(target, state)
+    equivalent = unrolled(target)
     if equivalent is None or not program.compiled:
         return program
     counted = compile_train(equivalent)
     if not counted.compiled:
         return dataclasses.replace(program, flops=0.0, bytes_accessed=0.0)
-    k = plan.train_cfg.grad_accum_steps
+    k = target.prepared.train_cfg.grad_accum_steps
     return dataclasses.replace(
         program, flops=k * counted.flops, bytes_accessed=k * counted.bytes_accessed
     )
 
 
-def compile_programs(plan: Plan, *, decode: bool = True) -> list[Program]:
-    """Train step, eval step and (for families that decode, unless `decode` is False) the
-    greedy and beam decoding programs, each compiled or with its error."""
-    state = abstract_state(plan)
+def compile_programs(target: Target, *, decode: bool = True) -> list[Program]:
+    """Train step, eval step and (unless `decode` is False) the programs the run's evaluators
+    declare (their decoding), each compiled or with its error."""
+    state = abstract_state(target)
     programs = [
-        compile_train_counted(plan, state),
-        compile_one(
-            "eval",
-            lambda: lower_eval(plan, state),
-            tokens_per_call(plan, plan.batch_size, "eval"),
-        ),
+        compile_train_counted(target, state),
+        compile_one("eval", lambda: lower_eval(target, state), tokens_per_call(target, "eval")),
     ]
     if not decode:
         return programs
-    for name, (decode_config, shape) in decode_configs(plan).items():
-        try:
-            tokens = decode_tokens(plan, decode_config, shape)
-        except ValueError as error:
-            programs.append(Program(name, error=one_line(error)))
-            continue
-        program = compile_one(
-            name, lambda c=decode_config, s=shape: lower_decode(plan, state, c, s), tokens
+    for name, program in evaluators.programs(target.prepared).items():
+        compiled = compile_one(
+            name, lambda p=program: lower_eval_program(target, state, p), program.tokens
         )
-        programs.append(dataclasses.replace(program, loops=True))
+        programs.append(dataclasses.replace(compiled, loops=True))
     return programs

@@ -1,5 +1,6 @@
 """What `python -m transformer_jax.aot` prints: per program, memory against the chip, XLA's
-counts and the roofline estimate; and the one error line of a run that does not fit."""
+counts and the roofline estimate (for the train step, also from the analytic traffic count,
+aot/traffic.py: the two give a range); and the one error line of a run that does not fit."""
 
 import ml_collections
 from ml_collections.config_flags import config_path
@@ -8,8 +9,8 @@ from transformer_jax import defaults
 from transformer_jax.aot.chips import GIB
 from transformer_jax.aot.estimate import Estimate, model_flops_per_token, roofline
 from transformer_jax.aot.fit import Fit
-from transformer_jax.aot.programs import Plan, Program, needed_bytes
-from transformer_jax.aot.shapes import split_lengths
+from transformer_jax.aot.programs import Program, Target, attention_path, needed_bytes
+from transformer_jax.data.abstract import split_lengths
 from transformer_jax.families import family_of
 from transformer_jax.sweep.spec import load_sweep
 
@@ -45,51 +46,87 @@ def gib(n: float) -> str:
     return f"{n / GIB:,.2f}"
 
 
-def header(plan: Plan, path: str) -> list[str]:
-    chip, topology = plan.topology.chip, plan.topology
-    cfg, train = plan.model_config, plan.train_cfg
+def header(target: Target, path: str) -> list[str]:
+    chip, topology = target.topology.chip, target.topology
+    cfg, train = target.prepared.model_config, target.prepared.train_cfg
     layout = (
         "pmap (jax.pmap over the slice's devices)"
-        if plan.parallel.kind == "pmap"
+        if target.parallel.kind == "pmap"
         else f"jit, train.fsdp={train.fsdp}"
     )
     return [
         f"{path} on {topology.name}: {topology.num_chips} x {topology.devices[0].device_kind} "
         f"({chip.name}: {chip.peak_flops / 1e12:,.3g} TFLOP/s, {gib(chip.hbm_bytes)} GiB "
         f"HBM, {chip.hbm_bandwidth / 1e9:,.4g} GB/s per chip; {chip.source})",
-        f"{cfg.family}, {cfg.dtype}, scan_layers={cfg.scan_layers}, remat={cfg.remat}; "
-        f"batch {plan.batch_size} ({plan.batch_size // topology.num_chips} per chip), "
+        f"{cfg.family}, {cfg.dtype}, scan_layers={cfg.scan_layers}, remat={cfg.remat}, "
+        f"attention {attention_path(target)} (model.attention.impl for "
+        f"{target.prepared.platform}); batch {target.batch_size} "
+        f"({target.batch_size // topology.num_chips} per chip), "
         f"grad_accum_steps={train.grad_accum_steps}; {layout}",
     ]
 
 
-def model_flops(plan: Plan, program: Program) -> float | None:
+def model_flops(target: Target, program: Program) -> float | None:
     """6 N + 12 L T D per token, per chip, for a decoder-only train step; else None."""
-    if program.name != "train" or plan.model_config.family != "decoder_only":
+    cfg = target.prepared.model_config
+    if program.name != "train" or cfg.family != "decoder_only":
         return None
-    seq_len = split_lengths(plan.info, "train")[1]
-    per_token = model_flops_per_token(plan.model_config, seq_len)
-    return per_token * program.tokens / plan.topology.num_chips
+    seq_len = split_lengths(target.prepared.info, "train")[1]
+    per_token = model_flops_per_token(cfg, seq_len)
+    return per_token * program.tokens / target.topology.num_chips
 
 
-def estimate(plan: Plan, program: Program) -> Estimate:
+def estimate(target: Target, program: Program, bytes_accessed: float | None = None) -> Estimate:
+    """The roofline of `program` from XLA's bytes accessed, or from `bytes_accessed`, against
+    the chip's peak for the model's compute dtype (a GPU's float32 runs at its TF32 rate)."""
     return roofline(
         program.flops,
-        program.bytes_accessed,
-        plan.topology.chip,
+        program.bytes_accessed if bytes_accessed is None else bytes_accessed,
+        target.topology.chip.at_dtype(target.prepared.model_config.dtype),
         tokens=program.tokens,
-        model_flops=model_flops(plan, program),
+        model_flops=model_flops(target, program),
     )
 
 
-def unit(plan: Plan) -> str:
-    return "images" if family_of(plan.model_config).classifier else "tokens"
+def estimates(target: Target, program: Program) -> list[Estimate]:
+    """The roofline from XLA's bytes, then (a train step) from the analytic traffic count."""
+    found = [estimate(target, program)]
+    if program.traffic is not None:
+        found.append(estimate(target, program, program.traffic.total))
+    return found
 
 
-def program_line(plan: Plan, program: Program) -> str:
+def step_range(target: Target, program: Program) -> tuple[str, str]:
+    """("a-b ms (bound)", "c-d units/s"): the estimates' range, fastest rate last."""
+    found = sorted(estimates(target, program), key=lambda e: e.seconds)
+    low, high = found[0], found[-1]
+    bounds = "/".join(dict.fromkeys(e.bound for e in found))
+    if len(found) == 1 or f"{low.seconds * 1e3:,.1f}" == f"{high.seconds * 1e3:,.1f}":
+        time_text = f"{low.seconds * 1e3:,.1f} ms ({bounds})"
+        rate_text = f"{low.tokens_per_s:,.0f} {unit(target)}/s"
+    else:
+        time_text = f"{low.seconds * 1e3:,.1f}-{high.seconds * 1e3:,.1f} ms ({bounds})"
+        rate_text = f"{high.tokens_per_s:,.0f}-{low.tokens_per_s:,.0f} {unit(target)}/s"
+    return time_text, rate_text
+
+
+def unit(target: Target) -> str:
+    return "images" if family_of(target.prepared.model_config).classifier else "tokens"
+
+
+def traffic_text(program: Program) -> str:
+    t = program.traffic
+    return (
+        f"analytic HBM traffic {t.total / 1e9:,.3f} GB per chip (weights "
+        f"{t.weights / 1e9:,.3f}, gradients {t.gradients / 1e9:,.3f}, optimizer "
+        f"{t.optimizer / 1e9:,.3f}, saved activations {t.activations / 1e9:,.3f})"
+    )
+
+
+def program_line(target: Target, program: Program) -> str:
     if not program.compiled:
         return f"{program.name}: not compiled: {program.error}"
-    m, chip = program.memory, plan.topology.chip
+    m, chip = program.memory, target.topology.chip
     line = (
         f"{program.name}: compiled; HBM {gib(program.total_bytes)} of {gib(chip.hbm_bytes)} "
         f"GiB per chip (arguments {gib(m['arguments'])}, outputs {gib(m['outputs'])}, aliased "
@@ -97,44 +134,51 @@ def program_line(plan: Plan, program: Program) -> str:
         f"XLA {program.flops / 1e12:,.4f} TFLOP and {program.bytes_accessed / 1e9:,.3f} GB "
         "accessed per chip"
     )
+    if program.traffic is not None:
+        line += f"; {traffic_text(program)}"
     if program.loops:
         return line + " (its decoding loop counted once: no time estimate)"
     if not program.flops:
         return line + " (no counts: no time estimate)"
-    e = estimate(plan, program)
-    mfu = "MFU" if model_flops(plan, program) is not None else "XLA-FLOPs utilisation"
+    mfu = "MFU" if model_flops(target, program) is not None else "XLA-FLOPs utilisation"
+    found = estimates(target, program)
+    time_text, rate_text = step_range(target, program)
+    best = max(e.mfu_bound for e in found)
+    source = "XLA's bytes and the analytic count" if len(found) > 1 else "XLA's bytes"
     return line + (
-        f"; roofline {e.seconds * 1e3:,.2f} ms ({e.bound}-bound), "
-        f"{e.tokens_per_s:,.0f} {unit(plan)}/s, {mfu} bound {e.mfu_bound:.0%}"
+        f"; roofline estimate from {source}: {time_text}, {rate_text}, {mfu} at most "
+        f"{best:.0%} (estimates on published chip figures, not measurements)"
     )
 
 
-def check_fits(plan: Plan, train: Program) -> None:
+def check_fits(target: Target, train: Program) -> None:
     """Raises the one-line ValueError of a train step that does not fit one chip's memory."""
     needed = needed_bytes(train)
-    chip = plan.topology.chip
+    chip = target.topology.chip
     if train.compiled and needed <= chip.hbm_bytes:
         return
     if needed is None:
-        raise ValueError(f"the train step does not compile for {plan.topology.name}: {train.error}")
+        raise ValueError(
+            f"the train step does not compile for {target.topology.name}: {train.error}"
+        )
     raise ValueError(
-        f"the train step at data.batch_size={plan.batch_size} needs {gib(needed)} GiB per chip, "
-        f"more than {plan.topology.name}'s {gib(chip.hbm_bytes)} GiB ({chip.name}); use --fit "
-        "to find the largest batch that fits, train.grad_accum_steps, train.fsdp, model.remat "
-        "or a larger slice"
+        f"the train step at data.batch_size={target.batch_size} needs {gib(needed)} GiB per "
+        f"chip, more than {target.topology.name}'s {gib(chip.hbm_bytes)} GiB ({chip.name}); "
+        "use --fit to find the largest batch that fits, train.grad_accum_steps, train.fsdp, "
+        "model.remat or a larger slice"
     )
 
 
-def fit_line(plan: Plan, fit: Fit) -> str:
-    chip = plan.topology.chip
+def fit_line(target: Target, fit: Fit) -> str:
+    chip = target.topology.chip
     if not fit.batch_size:
         return f"fit: no batch fits (tried down to {fit.unit}; {fit.compiles} compiles)"
-    e = estimate(plan, fit.program)
+    time_text, rate_text = step_range(target, fit.program)
     line = (
         f"fit: largest global batch that fits {fit.batch_size} "
-        f"({fit.batch_size // plan.topology.num_chips} per chip): "
-        f"{gib(fit.program.total_bytes)} of {gib(chip.hbm_bytes)} GiB, roofline "
-        f"{e.seconds * 1e3:,.2f} ms, {e.tokens_per_s:,.0f} {unit(plan)}/s"
+        f"({fit.batch_size // target.topology.num_chips} per chip): "
+        f"{gib(fit.program.total_bytes)} of {gib(chip.hbm_bytes)} GiB, roofline estimate "
+        f"{time_text}, {rate_text}"
     )
     if not fit.too_big:
         return line + f" (the largest tried; {fit.compiles} compiles)"

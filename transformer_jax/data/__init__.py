@@ -3,14 +3,20 @@ catalog.
 
 Public API (used by the trainer and the analysis commands): `load_dataset(config.data)` returns
 a `Dataset` (`.info`, `.train_iterator(seed=, batch_size=)`, `.eval_batches(split, ...)`, and
-for translation `.text_pairs(split)`), built once per run; DatasetInfo; default_data_config.
+for translation `.text_pairs(split)`), built once per run; `describe_dataset(config.data)`, its
+DatasetInfo without reading the data; DatasetInfo; default_data_config.
 A dataset is a `DataSource` (api.py) registered in `DATASETS` (registry.py).
 Token ids: PAD 0, BOS 1, EOS 2, real tokens from 3.
 """
 
 from transformer_jax.data.api import Dataset, DataSource
 from transformer_jax.data.info import BOS_ID, EOS_ID, PAD_ID, DatasetInfo
-from transformer_jax.data.registry import DATASETS, default_data_config, load_dataset
+from transformer_jax.data.registry import (
+    DATASETS,
+    default_data_config,
+    describe_dataset,
+    load_dataset,
+)
 
 __all__ = [
     "BOS_ID",
@@ -21,5 +27,6 @@ __all__ = [
     "Dataset",
     "DatasetInfo",
     "default_data_config",
+    "describe_dataset",
     "load_dataset",
 ]

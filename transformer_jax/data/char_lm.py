@@ -20,7 +20,7 @@ import numpy as np
 from transformer_jax.data import builders, pipeline
 from transformer_jax.data.batching import Batch, add_example_weights, pad, rows_to_batches
 from transformer_jax.data.checks import require, require_at_least, utf8_text
-from transformer_jax.data.info import EOS_ID, DatasetInfo
+from transformer_jax.data.info import EOS_ID, NUM_SPECIAL_IDS, DatasetInfo
 from transformer_jax.data.sources import concatenated_text, open_split
 from transformer_jax.data.tokenizers import CharTokenizer
 
@@ -240,3 +240,12 @@ def tiny_shakespeare_data(cfg: ml_collections.ConfigDict) -> CharStreamData:
         packing=cfg.packing,
         eval_splits=("validation", "test"),
     )
+
+
+_TINY_SHAKESPEARE_CHARACTERS = 65  # distinct characters over its three splits
+
+
+def tiny_shakespeare_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
+    """The DatasetInfo `tiny_shakespeare_data(cfg)` has, from the config alone (no download)."""
+    vocab = _TINY_SHAKESPEARE_CHARACTERS + NUM_SPECIAL_IDS
+    return DatasetInfo(cfg.name, "lm", vocab, 0, cfg.seq_len, ("validation", "test"), None)

@@ -21,6 +21,9 @@ from transformer_jax.data.info import DatasetInfo
 from transformer_jax.data.sources import open_split
 
 _UINT8_MAX = 255
+# name -> (height, width, channels, classes) of the TFDS image catalog's datasets, the facts
+# `catalog_image_info` describes them by before (or without) their download.
+_CATALOG_SHAPES = {"mnist": (28, 28, 1, 10), "cifar10": (32, 32, 3, 10)}
 
 
 class EvalBatches(Sequence):
@@ -52,8 +55,7 @@ class ImageClassificationData:
     """
 
     def __init__(self, cfg: ml_collections.ConfigDict, tfds_name: str, max_value: int):
-        require_at_least("random_shift", cfg.random_shift, 0)
-        require_at_least("image_size", cfg.image_size, 0)
+        _check_image_fields(cfg)
         self._cfg, self._tfds_name, self._max_value = cfg, tfds_name, max_value
         features = open_split(tfds_name, "train", cfg.data_dir).dataset_info.features
         height, width, channels = features["image"].shape
@@ -63,18 +65,7 @@ class ImageClassificationData:
             cfg.image_size,
             f"> 0: the images of {cfg.name!r} have no fixed size",
         )
-        size = cfg.image_size
-        self.info = DatasetInfo(
-            name=cfg.name,
-            kind="classification",
-            vocab_size=0,
-            max_input_len=0,
-            max_target_len=0,
-            eval_splits=("test",),
-            tokenizer=None,
-            num_classes=features["label"].num_classes,
-            image_shape=(size, size, channels) if size else (height, width, channels),
-        )
+        self.info = _image_info(cfg, (height, width, channels), features["label"].num_classes)
 
     def _read_batch(
         self, source, indices: np.ndarray, rng: np.random.Generator | None = None
@@ -132,3 +123,34 @@ def digits_data(cfg: ml_collections.ConfigDict) -> ImageClassificationData:
 def catalog_image_data(cfg: ml_collections.ConfigDict) -> ImageClassificationData:
     """A TFDS catalog dataset (mnist, cifar10) prepared as array_record under data_dir."""
     return ImageClassificationData(cfg, cfg.name, max_value=_UINT8_MAX)
+
+
+def _check_image_fields(cfg: ml_collections.ConfigDict) -> None:
+    require_at_least("random_shift", cfg.random_shift, 0)
+    require_at_least("image_size", cfg.image_size, 0)
+
+
+def catalog_image_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
+    """The DatasetInfo `catalog_image_data(cfg)` has, from the config alone (no download),
+    after the same field checks."""
+    _check_image_fields(cfg)
+    height, width, channels, classes = _CATALOG_SHAPES[cfg.name]
+    return _image_info(cfg, (height, width, channels), classes)
+
+
+def _image_info(cfg: ml_collections.ConfigDict, stored_shape, num_classes: int) -> DatasetInfo:
+    """An image dataset's facts: images of `stored_shape` (height, width, channels), resized
+    to data.image_size when it is set."""
+    height, width, channels = stored_shape
+    size = cfg.image_size
+    return DatasetInfo(
+        name=cfg.name,
+        kind="classification",
+        vocab_size=0,
+        max_input_len=0,
+        max_target_len=0,
+        eval_splits=("test",),
+        tokenizer=None,
+        num_classes=num_classes,
+        image_shape=(size, size, channels) if size else (height, width, channels),
+    )

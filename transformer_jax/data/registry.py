@@ -1,5 +1,6 @@
-"""The one place that maps `config.data.name` to its documented defaults and its `DataSource`
-(`DATASETS`), and `load_dataset`, which checks a `config.data` against them and builds it."""
+"""The one place that maps `config.data.name` to its documented defaults, its `DataSource` and
+its facts (`DATASETS`); `load_dataset`, which checks a `config.data` against them and builds it,
+and `describe_dataset`, which gives its DatasetInfo without reading (or downloading) the data."""
 
 import dataclasses
 import os
@@ -14,9 +15,17 @@ from transformer_jax.data.char_lm import (
     shakespeare_char_data,
     text_file_data,
     tiny_shakespeare_data,
+    tiny_shakespeare_info,
 )
-from transformer_jax.data.image_data import catalog_image_data, digits_data
-from transformer_jax.data.sentencepiece_data import Lm1bData, Multi30kData, TranslationData
+from transformer_jax.data.image_data import catalog_image_data, catalog_image_info, digits_data
+from transformer_jax.data.info import DatasetInfo
+from transformer_jax.data.sentencepiece_data import (
+    Lm1bData,
+    Multi30kData,
+    TranslationData,
+    lm1b_info,
+    translation_info,
+)
 from transformer_jax.registry import Registry
 
 DEFAULT_DATA_DIR = "~/tensorflow_datasets"
@@ -143,10 +152,17 @@ def _images(name: str) -> ml_collections.ConfigDict:
 class DatasetEntry:
     """One dataset: its documented default fields of `config.data` (each commented with its
     meaning; `name`, `data_dir` and `batch_size`, which every dataset has, come first), and its
-    DataSource, built from a config checked against those defaults (field names and types)."""
+    DataSource, built from a config checked against those defaults (field names and types).
+
+    `describe`, for a dataset that needs a download, gives the DatasetInfo its DataSource would
+    have from the checked config alone (a SentencePiece vocabulary has `spm_vocab_size` ids, a
+    catalog's images their fixed shape), so that a run's programs can be compiled before (or
+    without) fetching it (transformer_jax.aot); None: the data is made locally and cheaply, and
+    is built to be described."""
 
     defaults: Callable[[str], ml_collections.ConfigDict]  # the dataset name -> its own fields
     build: Callable[[ml_collections.ConfigDict], DataSource]
+    describe: Callable[[ml_collections.ConfigDict], DatasetInfo] | None = None
 
 
 DATASETS: Registry[DatasetEntry] = Registry("data.name")
@@ -156,13 +172,16 @@ DATASETS.add("sort", DatasetEntry(_algorithmic, AlgorithmicData))
 DATASETS.add("addition", DatasetEntry(_algorithmic, AlgorithmicData))
 DATASETS.add("text_file", DatasetEntry(_text_file, text_file_data))
 DATASETS.add("shakespeare_char", DatasetEntry(_shakespeare_char, shakespeare_char_data))
-DATASETS.add("tiny_shakespeare", DatasetEntry(_tiny_shakespeare, tiny_shakespeare_data))
-DATASETS.add("lm1b", DatasetEntry(_lm1b, Lm1bData))
-DATASETS.add("wmt14_translate/de-en", DatasetEntry(_wmt14, TranslationData))
-DATASETS.add("multi30k", DatasetEntry(_multi30k, Multi30kData))
+DATASETS.add(
+    "tiny_shakespeare",
+    DatasetEntry(_tiny_shakespeare, tiny_shakespeare_data, tiny_shakespeare_info),
+)
+DATASETS.add("lm1b", DatasetEntry(_lm1b, Lm1bData, lm1b_info))
+DATASETS.add("wmt14_translate/de-en", DatasetEntry(_wmt14, TranslationData, translation_info))
+DATASETS.add("multi30k", DatasetEntry(_multi30k, Multi30kData, translation_info))
 DATASETS.add("digits", DatasetEntry(_images, digits_data))
-DATASETS.add("mnist", DatasetEntry(_images, catalog_image_data))
-DATASETS.add("cifar10", DatasetEntry(_images, catalog_image_data))
+DATASETS.add("mnist", DatasetEntry(_images, catalog_image_data, catalog_image_info))
+DATASETS.add("cifar10", DatasetEntry(_images, catalog_image_data, catalog_image_info))
 
 
 def _check_name(name) -> None:
@@ -214,3 +233,13 @@ def load_dataset(data_config: ml_collections.ConfigDict) -> Dataset:
     call it once per run."""
     cfg = checked_config(data_config)
     return Dataset(DATASETS[cfg.name].build(cfg))
+
+
+def describe_dataset(data_config: ml_collections.ConfigDict) -> DatasetInfo:
+    """The DatasetInfo a run of `data_config` sees, after checking it: from the entry's
+    `describe` where it has one (nothing read or downloaded), else from the built data."""
+    cfg = checked_config(data_config)
+    entry = DATASETS[cfg.name]
+    if entry.describe is not None:
+        return entry.describe(cfg)
+    return Dataset(entry.build(cfg)).info

@@ -197,6 +197,26 @@ class TranslationData:
         return [(as_text(ex[self._src]), as_text(ex[self._tgt])) for ex in examples]
 
 
+def _check_multi30k_fields(cfg: ml_collections.ConfigDict) -> None:
+    _check_translation_fields(cfg)
+    longest = max(cfg.max_input_len, cfg.max_target_len)
+    buckets = tuple(cfg.length_buckets)
+    require(
+        all(isinstance(n, int) and 1 <= n < longest for n in buckets)
+        and buckets == tuple(sorted(set(buckets))),
+        "length_buckets",
+        buckets,
+        f"increasing token counts, each >= 1 and < max(max_input_len, max_target_len) = "
+        f"{longest}, or ()",
+    )
+    require(
+        cfg.eval_max_len >= longest,
+        "eval_max_len",
+        cfg.eval_max_len,
+        f">= max(max_input_len, max_target_len) = {longest}",
+    )
+
+
 class Multi30kData(TranslationData):
     """Multi30k task 1 (see `transformer_jax.data.multi30k`), built into data_dir on first use:
     downloaded, or from data.manual_dir offline. Training pairs are padded to their length
@@ -205,23 +225,7 @@ class Multi30kData(TranslationData):
     rows and no test input is cut."""
 
     def __init__(self, cfg: ml_collections.ConfigDict):
-        _check_translation_fields(cfg)
-        longest = max(cfg.max_input_len, cfg.max_target_len)
-        buckets = tuple(cfg.length_buckets)
-        require(
-            all(isinstance(n, int) and 1 <= n < longest for n in buckets)
-            and buckets == tuple(sorted(set(buckets))),
-            "length_buckets",
-            buckets,
-            f"increasing token counts, each >= 1 and < max(max_input_len, max_target_len) = "
-            f"{longest}, or ()",
-        )
-        require(
-            cfg.eval_max_len >= longest,
-            "eval_max_len",
-            cfg.eval_max_len,
-            f">= max(max_input_len, max_target_len) = {longest}",
-        )
+        _check_multi30k_fields(cfg)
         if cfg.manual_dir:
             missing = [f for f in multi30k.FILES if not (Path(cfg.manual_dir) / f).is_file()]
             require(
@@ -253,7 +257,7 @@ class Multi30kData(TranslationData):
             eval_max_len=cfg.eval_max_len,
         )
         longest_bucket = (cfg.max_input_len, cfg.max_target_len)
-        self._bucket_lengths = [(n, n) for n in buckets] + [longest_bucket]
+        self._bucket_lengths = [(n, n) for n in cfg.length_buckets] + [longest_bucket]
 
     def train_dataset(self, *, seed: int, batch_size: int) -> grain.IterDataset:
         """Batches from length buckets (data.length_buckets) of the train split, which is
@@ -273,3 +277,29 @@ class Multi30kData(TranslationData):
         return pipeline.bucketed_index_batches(
             bucket_of, seed=seed, batch_size=batch_size, make_batch=make_batch
         )
+
+
+def lm1b_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
+    """The DatasetInfo `Lm1bData(cfg)` has, from the config alone (no download): a
+    SentencePiece vocabulary has exactly `spm_vocab_size` ids."""
+    require_at_least("seq_len", cfg.seq_len, 2)
+    _check_spm_fields(cfg)
+    return DatasetInfo(cfg.name, "lm", cfg.spm_vocab_size, 0, cfg.seq_len, ("test",), None)
+
+
+def translation_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
+    """The DatasetInfo `TranslationData(cfg)` or `Multi30kData(cfg)` has, from the config alone
+    (no download), after the same field checks; Multi30k's training rows at their longest
+    bucket, its max lengths."""
+    eval_len = cfg.get("eval_max_len", 0)
+    (_check_multi30k_fields if eval_len else _check_translation_fields)(cfg)
+    return DatasetInfo(
+        name=cfg.name,
+        kind="seq2seq",
+        vocab_size=cfg.spm_vocab_size,
+        max_input_len=eval_len or cfg.max_input_len,
+        max_target_len=eval_len or cfg.max_target_len,
+        eval_splits=("validation", "test"),
+        tokenizer=None,
+        split_lengths={"train": (cfg.max_input_len, cfg.max_target_len)},
+    )

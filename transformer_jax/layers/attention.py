@@ -122,13 +122,16 @@ def _block(x, start: int, end: int):
 IMPLS = ("auto", "einsum", "jax")
 
 
-def resolve_impl(impl: str) -> str:
-    """`model.attention.impl="auto"`: the einsum path (with causal blocks) on CPUs, where XLA's
-    generic `jax.nn.dot_product_attention` takes 1.18x the step time (results/speed/
+def resolve_impl(impl: str, platform: str | None = None) -> str:
+    """`model.attention.impl="auto"` for `platform` (a jax platform name, "cpu", "gpu", "tpu";
+    None: this process's default backend): the einsum path (with causal blocks) on CPUs, where
+    XLA's generic `jax.nn.dot_product_attention` takes 1.18x the step time (results/speed/
     switch_costs.md), and `jax.nn.dot_product_attention` on GPUs and TPUs, where it can use
-    fused kernels."""
+    fused kernels. The trainer resolves it for the devices it compiles for (train/trainer.py
+    `prepare`), so a program compiled on a CPU for a TPU takes the TPU's path."""
     if impl == "auto":
-        return "einsum" if jax.default_backend() == "cpu" else "jax"
+        platform = jax.default_backend() if platform is None else platform
+        return "einsum" if platform == "cpu" else "jax"
     return impl
 
 

@@ -23,7 +23,41 @@ from transformer_jax.decoding.bleu import corpus_bleu
 from transformer_jax.decoding.text import decode_to_text
 from transformer_jax.run_dir import TRANSLATIONS_DIR
 from transformer_jax.train import multihost
+from transformer_jax.train.step import state_variables
 from transformer_jax.train.timing import Phases
+
+
+def check_splits(info: data.DatasetInfo) -> None:
+    """A ValueError unless the data has the validation and test splits BLEU decodes."""
+    if not {"validation", "test"} <= set(info.eval_splits):
+        raise ValueError(
+            f"train.bleu=True needs validation and test splits; dataset {info.name!r} has "
+            f"{list(info.eval_splits)}. Set train.bleu=False"
+        )
+
+
+def generate_fns(model, train_cfg: TrainConfig, info: data.DatasetInfo, batch_size: int) -> dict:
+    """strategy -> the jitted `fn(variables, inputs_BS, rng)` that decodes the evaluation's
+    batches (transformer_jax.decoding), greedy and beam (train.beam_size, train.beam_alpha), up
+    to the test split's target length; compiled on first use, once: every eval batch has the
+    test split's input shape, `input_shape(...)`."""
+    target_len = info.padded_lengths("test")[1]
+    decode = {
+        "greedy": decoding.DecodeConfig("greedy", max_new_tokens=target_len),
+        "beam": decoding.DecodeConfig(
+            "beam",
+            beam_size=train_cfg.beam_size,
+            alpha=train_cfg.beam_alpha,
+            max_new_tokens=target_len,
+        ),
+    }
+    shape = input_shape(info, batch_size)
+    return {name: decoding.make_generate_fn(model, c, shape) for name, c in decode.items()}
+
+
+def input_shape(info: data.DatasetInfo, batch_size: int) -> tuple[int, int]:
+    """(rows, tokens) of the source batches the evaluation decodes: the test split's."""
+    return batch_size, info.padded_lengths("test")[0]
 
 
 class BleuEvaluator:
@@ -44,11 +78,7 @@ class BleuEvaluator:
         phases: Phases,
     ):
         info = dataset.info
-        if not {"validation", "test"} <= set(info.eval_splits):
-            raise ValueError(
-                f"train.bleu=True needs validation and test splits; dataset {info.name!r} has "
-                f"{list(info.eval_splits)}. Set train.bleu=False"
-            )
+        check_splits(info)
         limits = {"validation": train_cfg.bleu_eval_examples or None, "test": None}
         self._batches = {
             split: dataset.eval_batches(split, batch_size=batch_size, max_examples=n)
@@ -57,21 +87,8 @@ class BleuEvaluator:
         self._pairs = {
             split: dataset.text_pairs(split, max_examples=n) for split, n in limits.items()
         }
-        input_len, target_len = info.padded_lengths("test")
-        decode = {
-            "greedy": decoding.DecodeConfig("greedy", max_new_tokens=target_len),
-            "beam": decoding.DecodeConfig(
-                "beam",
-                beam_size=train_cfg.beam_size,
-                alpha=train_cfg.beam_alpha,
-                max_new_tokens=target_len,
-            ),
-        }
         # Compiled on first use, once: every eval batch has the same shape.
-        self._generate = {
-            name: decoding.make_generate_fn(model, config, (batch_size, input_len))
-            for name, config in decode.items()
-        }
+        self._generate = generate_fns(model, train_cfg, info, batch_size)
         self._tokenizer = info.tokenizer
         self._out = Path(workdir) / TRANSLATIONS_DIR
         self._summary = {"beam_size": train_cfg.beam_size, "beam_alpha": train_cfg.beam_alpha}
@@ -92,9 +109,7 @@ class BleuEvaluator:
             self._evaluate(self._parallel.host_state(state), results, final=final)
 
     def _evaluate(self, state, results: dict[str, dict[str, float]], *, final: bool) -> None:
-        variables = {"params": state.params}
-        if state.batch_stats:
-            variables["batch_stats"] = state.batch_stats
+        variables = state_variables(state)
         results.setdefault("validation", {}).update(
             self._score("validation", "greedy", variables)[1]
         )

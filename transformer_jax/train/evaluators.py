@@ -8,23 +8,30 @@ run directory; `summary_fields` are what it adds to summary.json. Every evaluato
 evaluation (every `train.eval_every` steps and at the end), in the order `train.evaluators`
 lists them, each seeing the results of those before it.
 
-The registry below maps a name to a builder `(EvalContext) -> Evaluator | None`; a builder
-returns None when its evaluation does not apply to the run (decoding on a language model,
-BLEU with `train.bleu` off), so the default list, every evaluator, keeps each run's behaviour.
-Adding an evaluation is one class, its registered builder and its test; the loop is unchanged.
+The registry below maps a name to an `EvaluatorEntry`: a builder `(EvalContext) -> Evaluator |
+None`, which returns None when its evaluation does not apply to the run (decoding on a language
+model, BLEU with `train.bleu` off), so the default list, every evaluator, keeps each run's
+behaviour; and `programs`, the compiled functions beyond the eval step it would run (its
+decoding), described from a prepared run alone, which transformer_jax.aot compiles for a TPU
+slice. Adding an evaluation is one class, its registered entry and its test; the loop and the
+ahead-of-time compiler are unchanged.
 """
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 import jax
+import numpy as np
+from jax import ShapeDtypeStruct
 
 from transformer_jax import decoding
+from transformer_jax.data.abstract import abstract_batch, longest_lengths
 from transformer_jax.registry import Registry
+from transformer_jax.train import bleu_eval
 from transformer_jax.train import step as steps
-from transformer_jax.train.bleu_eval import BleuEvaluator
 from transformer_jax.train.timing import Phases
 
 Results = dict[str, dict[str, float]]  # split -> metric name -> value
@@ -64,7 +71,36 @@ class EvalContext:
         return self.shared[key]
 
 
-EVALUATORS: Registry = Registry("train.evaluators")
+@dataclasses.dataclass(frozen=True)
+class EvalProgram:
+    """A compiled function an evaluator runs, described for compiling it from shapes alone
+    (transformer_jax.aot): it calls `fn` (jitted) as `fn(*args(state))`, `state` the run's train
+    state as the evaluator sees it, the other arguments ShapeDtypeStructs; `rows`: its batch
+    is placed over the devices as evaluation batches are (Parallel.wrap_eval), else it passes
+    host arrays. `tokens`: the tokens one call decodes at most, all rows."""
+
+    fn: Callable
+    args: Callable[[Any], tuple]
+    rows: bool
+    tokens: int
+
+
+def _no_programs(prepared) -> dict[str, EvalProgram]:
+    return {}
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluatorEntry:
+    """One registered evaluator: `build(EvalContext) -> Evaluator | None` (see the module
+    docstring) and `programs(prepared) -> {name: EvalProgram}`, the compiled functions beyond the
+    eval step that it runs for a prepared run (train/trainer.py's Prepared; {} when none or when
+    it does not apply), raising the ValueError its builder would."""
+
+    build: Callable[[EvalContext], Evaluator | None]
+    programs: Callable[[Any], dict[str, EvalProgram]] = _no_programs
+
+
+EVALUATORS: Registry[EvaluatorEntry] = Registry("train.evaluators")
 
 
 def sum_over_batches(eval_fn, state, batches) -> dict[str, float]:
@@ -122,15 +158,11 @@ class GenerationAccuracy:
 def _generation_step(model):
     @jax.jit
     def generation_eval(state, batch):
-        variables = {"params": state.params}
-        if state.batch_stats:
-            variables["batch_stats"] = state.batch_stats
-        return decoding.generation_accuracy(variables, batch, model=model)
+        return decoding.generation_accuracy(steps.state_variables(state), batch, model=model)
 
     return generation_eval
 
 
-@EVALUATORS.register("teacher_forced")
 def _teacher_forced(context: EvalContext) -> TeacherForced:
     prepared = context.prepared
     eval_step = functools.partial(
@@ -140,25 +172,47 @@ def _teacher_forced(context: EvalContext) -> TeacherForced:
     return TeacherForced(eval_fn, prepared.eval_sets)
 
 
-@EVALUATORS.register("generation")
+def _generates(prepared) -> bool:
+    return prepared.info.kind == "seq2seq" and prepared.train_cfg.generate_eval
+
+
+def _generated_splits(prepared) -> tuple[str, ...]:
+    return prepared.train_cfg.generate_eval_splits or prepared.info.eval_splits
+
+
 def _generation(context: EvalContext) -> GenerationAccuracy | None:
-    prepared, train_cfg = context.prepared, context.prepared.train_cfg
-    if prepared.dataset.info.kind != "seq2seq" or not train_cfg.generate_eval:
+    prepared = context.prepared
+    if not _generates(prepared):
         return None
-    splits = train_cfg.generate_eval_splits or tuple(prepared.eval_sets)
     generate_fn = context.shared_fn(
         "generation_step", lambda: context.parallel.wrap_eval(_generation_step(prepared.model))
     )
-    eval_sets = {split: prepared.eval_sets[split] for split in splits}
+    eval_sets = {split: prepared.eval_sets[split] for split in _generated_splits(prepared)}
     return GenerationAccuracy(generate_fn, eval_sets, context.phases)
 
 
-@EVALUATORS.register("bleu")
-def _bleu(context: EvalContext) -> BleuEvaluator | None:
+def _generation_programs(prepared) -> dict[str, EvalProgram]:
+    """Greedy decoding of evaluation batches, at the longest of the decoded splits."""
+    if not _generates(prepared):
+        return {}
+    lengths = longest_lengths(prepared.info, _generated_splits(prepared))
+    data_config = prepared.resolved["data"]
+    batch = abstract_batch(prepared.info, data_config, prepared.batch_size, lengths)
+    return {
+        "generation": EvalProgram(
+            _generation_step(prepared.model),
+            lambda state: (state, batch),
+            rows=True,
+            tokens=prepared.batch_size * lengths[1],
+        )
+    }
+
+
+def _bleu(context: EvalContext) -> bleu_eval.BleuEvaluator | None:
     prepared = context.prepared
     if not prepared.train_cfg.bleu:
         return None
-    return BleuEvaluator(
+    return bleu_eval.BleuEvaluator(
         prepared.dataset,
         context.batch_size,
         prepared.train_cfg,
@@ -167,6 +221,29 @@ def _bleu(context: EvalContext) -> BleuEvaluator | None:
         context.parallel,
         context.phases,
     )
+
+
+def _bleu_programs(prepared) -> dict[str, EvalProgram]:
+    """The greedy and beam decoding of the test split's sources (train/bleu_eval.py)."""
+    if not prepared.train_cfg.bleu:
+        return {}
+    info, model = prepared.info, prepared.model
+    bleu_eval.check_splits(info)
+    shape = bleu_eval.input_shape(info, prepared.batch_size)
+    fns = bleu_eval.generate_fns(model, prepared.train_cfg, info, prepared.batch_size)
+
+    def args(state):
+        inputs = ShapeDtypeStruct(shape, np.int32)
+        return steps.state_variables(state), inputs, ShapeDtypeStruct((2,), np.uint32)
+
+    # The target length the generate functions decode: the evaluation's.
+    tokens = shape[0] * info.padded_lengths("test")[1]
+    return {f"bleu_{name}": EvalProgram(fn, args, False, tokens) for name, fn in fns.items()}
+
+
+EVALUATORS.add("teacher_forced", EvaluatorEntry(_teacher_forced))
+EVALUATORS.add("generation", EvaluatorEntry(_generation, _generation_programs))
+EVALUATORS.add("bleu", EvaluatorEntry(_bleu, _bleu_programs))
 
 
 def check_names(names) -> None:
@@ -179,8 +256,16 @@ def check_names(names) -> None:
 
 def build_evaluators(names, context: EvalContext) -> list[Evaluator]:
     """The evaluators `names` (train.evaluators) that apply to the run, in that order."""
-    built = (EVALUATORS[name](context) for name in names)
+    built = (EVALUATORS[name].build(context) for name in names)
     return [evaluator for evaluator in built if evaluator is not None]
+
+
+def programs(prepared) -> dict[str, EvalProgram]:
+    """The compiled functions beyond the eval step that `prepared`'s evaluators run, by name."""
+    found = {}
+    for name in prepared.train_cfg.evaluators:
+        found.update(EVALUATORS[name].programs(prepared))
+    return found
 
 
 def evaluate(evaluators, state, *, final: bool, phases: Phases) -> Results:

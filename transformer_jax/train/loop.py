@@ -87,7 +87,7 @@ def train_runs(
     "failed" summary of every run still training (so does another write that fails, with its
     own error when no save failed); with `raise_divergence`, a diverged run raises its
     NonFiniteError after writing its "diverged" summary (a group trains on without the seed)."""
-    train_cfg, info = prepared.train_cfg, prepared.dataset.info
+    train_cfg, info = prepared.train_cfg, prepared.info
     parallel = make_parallel(train_cfg)  # Train state on the devices; see train/parallel.py.
     shared = {}  # compiled evaluation functions the runs share
     runs = []

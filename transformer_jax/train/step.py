@@ -50,7 +50,8 @@ def forward(model, variables, batch, *, train: bool, rngs=None, mutable=False):
     return logits, targets_BT, weights_BT, collections
 
 
-def _variables(state: TrainState, params=None):
+def state_variables(state: TrainState, params=None):
+    """The flax variables of `state` (its parameters, or `params`, and BatchNorm statistics)."""
     variables = {"params": state.params if params is None else params}
     if state.batch_stats:
         variables["batch_stats"] = state.batch_stats
@@ -218,7 +219,7 @@ def eval_step(state: TrainState, batch, *, model, diagnostics: bool):
     random_positions = model.config.positional.eval_positions != "plain"
     logits, targets, weights, collected = forward(
         model,
-        _variables(state),
+        state_variables(state),
         batch,
         train=False,
         rngs={"positions": eval_positions_key(state, batch)} if random_positions else None,

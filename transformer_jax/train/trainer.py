@@ -2,8 +2,9 @@
 
 `prepare` validates everything a run needs (data, model, optimizer, evaluators) and builds it,
 before anything compiles or any run directory changes; seed groups (train/seed_group.py) share
-it. The loop itself, resume, logging, evaluation, checkpoints, early stopping, signals and the
-summary, is train/loop.py, which drives this file's `SoloProgram`: the run's train state on the
+it, and transformer_jax.aot compiles it for a TPU slice from the data's facts alone. The loop
+itself, resume, logging, evaluation, checkpoints, early stopping, signals and the summary, is
+train/loop.py, which drives this file's `SoloProgram`: the run's train state on the
 devices, laid out by `train.parallelism` (train/parallel.py), stepped by the compiled train step.
 A non-finite loss writes a "diverged" summary and raises `NonFiniteError`; a checkpoint that
 cannot be saved (a full disk) writes a "failed" one and raises `CheckpointSaveError`, both leaving
@@ -25,6 +26,7 @@ from transformer_jax import data, run_dir
 from transformer_jax import fields as F
 from transformer_jax.config import ModelConfig, TrainConfig
 from transformer_jax.defaults import FROM_DATA
+from transformer_jax.layers.attention import resolve_impl
 from transformer_jax.models import FAMILIES, build_model
 from transformer_jax.train import evaluators
 from transformer_jax.train import step as steps
@@ -98,51 +100,62 @@ def _fill_image_fields(vit: dict, info: data.DatasetInfo) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Prepared:
-    """What a run builds from its config before it touches a run directory, all validated."""
+    """What a run builds from its config before it touches a run directory, all validated: the
+    one description of a run, which the trainer runs and transformer_jax.aot compiles."""
 
     train_cfg: TrainConfig
-    dataset: data.Dataset
-    model_config: ModelConfig
+    info: data.DatasetInfo
+    model_config: ModelConfig  # with its "auto" choices made for `platform`
     model: Any  # the flax module
     optimizer: Any  # the optax transformation
     resolved: dict  # config.json: the config with the model and train fields resolved
-    eval_sets: dict  # split -> its evaluation batches
     batch_size: int  # data.batch_size, the global batch
+    platform: str  # the jax platform its programs compile for: "cpu", "gpu", "tpu"
+    dataset: data.Dataset | None = None  # None: described only (`prepare`'s compile_for)
+    eval_sets: dict = dataclasses.field(default_factory=dict)  # split -> its evaluation batches
 
 
-def prepare(config: ml_collections.ConfigDict, phases: Phases | None = None) -> Prepared:
+def for_platform(model_config: ModelConfig, platform: str) -> ModelConfig:
+    """`model_config` with the choices written "auto" made for `platform` (the attention
+    implementation: layers/attention.py `resolve_impl`), whatever this process runs on."""
+    impl = resolve_impl(model_config.attention.impl, platform)
+    return model_config.override({"attention.impl": impl})
+
+
+def prepare(
+    config: ml_collections.ConfigDict,
+    phases: Phases | None = None,
+    *,
+    compile_for: Sequence | None = None,
+) -> Prepared:
     """Validates `config` (data, model, optimizer, evaluators) and builds them, before anything
-    compiles; the data's share of the time goes to `phases`' "data"."""
+    compiles; the data's share of the time goes to `phases`' "data".
+
+    `compile_for`: the devices the run's programs are compiled for without being run (a TPU
+    slice's compile-only devices, transformer_jax.aot): the same checks against their number,
+    the data described from its facts (`data.describe_dataset`: nothing read or downloaded, no
+    evaluation batches), "auto" choices made for their platform, and this process's runtime
+    (multi-host, compilation cache) left alone."""
     phases = phases or Phases()
     train_cfg = TrainConfig.from_dict(config.train.to_dict())
     evaluators.check_names(train_cfg.evaluators)
-    setup_runtime(train_cfg)  # Multi-host and compilation cache: before any computation.
+    if compile_for is None:
+        setup_runtime(train_cfg)  # Multi-host and compilation cache: before any computation.
     F.check_int("data.batch_size", config.data.batch_size, 1)
-    check_parallel_config(train_cfg, config.data.batch_size)
+    num_devices = None if compile_for is None else len(compile_for)
+    check_parallel_config(train_cfg, config.data.batch_size, num_devices)
     with phases("data"):
-        dataset = data.load_dataset(config.data)  # The only load of the data in a run.
-    info = dataset.info
+        if compile_for is None:
+            dataset = data.load_dataset(config.data)  # The only load of the data in a run.
+            info = dataset.info
+        else:
+            dataset, info = None, data.describe_dataset(config.data)
     model_config = resolve_model_config(config, info)
     if model_config.scan_layers and info.kind == "seq2seq" and train_cfg.generate_eval:
         raise ValueError(
             "model.scan_layers=True cannot decode with the KV cache that train.generate_eval "
             "uses; set train.generate_eval=False or model.scan_layers=False"
         )
-    model = build_model(model_config)
-    optimizer = make_optimizer(train_cfg, model_config.d_model)
-
-    resolved = config.to_dict()
-    resolved["model"] = model_config.to_dict()
-    resolved["train"] = train_cfg.to_dict()
-    with phases("data"):
-        eval_sets = {
-            split: dataset.eval_batches(
-                split,
-                batch_size=config.data.batch_size,
-                max_examples=train_cfg.eval_examples or None,
-            )
-            for split in info.eval_splits
-        }
     for split in train_cfg.generate_eval_splits:
         if split not in info.eval_splits:
             raise ValueError(
@@ -156,9 +169,37 @@ def prepare(config: ml_collections.ConfigDict, phases: Phases | None = None) -> 
             f"{early_stop_split!r}, which {info.name} does not evaluate; valid splits: "
             f"{list(info.eval_splits)}"
         )
+    platform = jax.default_backend() if compile_for is None else compile_for[0].platform
+    # config.json keeps "auto" as written: a resume on another platform resolves it afresh.
+    resolved = config.to_dict()
+    resolved["model"] = model_config.to_dict()
+    resolved["train"] = train_cfg.to_dict()
+    model_config = for_platform(model_config, platform)
+    model = build_model(model_config)
+    optimizer = make_optimizer(train_cfg, model_config.d_model)
+    eval_sets = {}
+    if dataset is not None:
+        with phases("data"):
+            eval_sets = {
+                split: dataset.eval_batches(
+                    split,
+                    batch_size=config.data.batch_size,
+                    max_examples=train_cfg.eval_examples or None,
+                )
+                for split in info.eval_splits
+            }
     batch_size = config.data.batch_size
     return Prepared(
-        train_cfg, dataset, model_config, model, optimizer, resolved, eval_sets, batch_size
+        train_cfg,
+        info,
+        model_config,
+        model,
+        optimizer,
+        resolved,
+        batch_size,
+        platform,
+        dataset,
+        eval_sets,
     )
 
 
