@@ -7,7 +7,9 @@ TensorBoard event files), checkpoints/, summary.json and its TensorBoard HParams
 (tracking/hparams.py), with train.wandb_project also wandb.json and wandb/; the sweep runner adds
 hparams.json, command.txt, run.log and, after a failure, failure.json.
 JSON files are written atomically (`write_json`: tmp file + `os.replace`), so a reader polling
-a running sweep never sees half a file; `read_json` still treats an unparsable file as absent.
+a running sweep never sees half a file; `read_json` still treats an unparsable file as absent
+(a status listing), while a trainer or reader acting on a run (`read_run_config`) refuses a
+damaged config.json by name.
 """
 
 import dataclasses
@@ -180,6 +182,45 @@ def read_config(workdir: str | os.PathLike) -> dict[str, Any] | None:
     """config.json as written by `write_config` (with GIT_COMMIT_KEY), or None without one."""
     config = read_json(os.path.join(workdir, CONFIG_FILE))
     return config if isinstance(config, dict) else None
+
+
+def read_run_config(workdir: str | os.PathLike) -> dict[str, Any] | None:
+    """config.json for a trainer or reader that acts on the run: None when the directory holds
+    neither it nor a checkpoint (no run yet); a ValueError naming the file when it is damaged
+    (cut short, empty, not an object) or missing beside checkpoints, since a resume checked
+    against nothing could change any field and a reader would build another model. The
+    checkpoints do not record the config, so it cannot be recovered from them."""
+    path = os.path.join(workdir, CONFIG_FILE)
+    try:
+        with open(path) as f:
+            config = json.load(f)
+    except FileNotFoundError:
+        if not has_checkpoints(workdir):
+            return None
+        raise ValueError(
+            f"{path} is missing but {os.path.join(workdir, CHECKPOINT_DIR)} holds checkpoints: "
+            f"without the run's config they cannot be checked or loaded; restore {CONFIG_FILE} "
+            "from a copy, or use a new --workdir"
+        ) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        config = error
+    if not isinstance(config, dict):
+        why = config if isinstance(config, Exception) else f"a JSON {type(config).__name__}"
+        raise ValueError(
+            f"{path} is damaged ({why}; expected the run's config as a JSON object): restore it "
+            "from a copy, or use a new --workdir"
+        )
+    return config
+
+
+def has_checkpoints(workdir: str | os.PathLike) -> bool:
+    """Whether the run directory holds a finished checkpoint (a step directory of
+    CHECKPOINT_DIR; a save still in progress has another name)."""
+    try:
+        names = os.listdir(os.path.join(workdir, CHECKPOINT_DIR))
+    except OSError:
+        return False
+    return any(name.isdigit() for name in names)
 
 
 def record_resume(workdir: str | os.PathLike, step: int, changes: Mapping[str, Any]) -> None:

@@ -375,3 +375,36 @@ def test_window_rates_time_the_steps_not_their_dispatch(tmp_path, monkeypatch):
 
 def read_metrics_with_times(workdir):
     return [json.loads(line) for line in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_damaged_or_missing_config_json_is_refused_never_resumed_unchecked(tmp_path):
+    """config.json cut short, empty, not an object or deleted beside checkpoints: the resume
+    (here with another seed, which it must refuse) and `generate`'s loader name the file instead
+    of resuming unchecked or saying the directory holds no run; nothing is written."""
+    config = tiny_config(tmp_path / "tfds", steps_=2, generate_eval=False, **EVERY_STEP)
+    workdir = tmp_path / "run"
+    train_and_evaluate(config, str(workdir))
+    path = workdir / "config.json"
+    whole = path.read_text()
+    config.seed, config.train.steps = 7, 4
+    for damaged in (whole[: len(whole) // 2], "", "[1, 2]", None):
+        if damaged is None:
+            path.unlink()
+        else:
+            path.write_text(damaged)
+        for attempt in (
+            lambda: train_and_evaluate(config, str(workdir)),
+            lambda: load_run(str(workdir)),
+        ):
+            with pytest.raises(ValueError, match=f"{path} is (damaged|missing)"):
+                attempt()
+        assert load_run_files(workdir) == (damaged, 2)
+    path.write_text(whole)
+    assert load_run(str(workdir)).state.step == 2
+
+
+def load_run_files(workdir: Path) -> tuple[str | None, int]:
+    """config.json's text (None when absent) and the latest checkpoint's step."""
+    path = workdir / "config.json"
+    steps = [int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit()]
+    return (path.read_text() if path.exists() else None), max(steps)

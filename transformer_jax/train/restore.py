@@ -73,7 +73,7 @@ class LoadedRun:
 def load_run(workdir: str, step: int | None = None) -> LoadedRun:
     """The latest (or the given) checkpoint of a run written by `train_and_evaluate`."""
     workdir = Path(workdir).expanduser()
-    resolved = run_dir.read_config(workdir)
+    resolved = run_dir.read_run_config(workdir)
     if resolved is None:
         raise ValueError(
             f"--workdir={workdir} holds no run (no {run_dir.CONFIG_FILE}); train one first"
