@@ -65,11 +65,13 @@ def small_disk(tmp_path):
     subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-def _train_on(mount: Path, data_dir: Path, *flags: str, runs=1) -> subprocess.CompletedProcess:
+def _train_on(
+    mount: Path, data_dir: Path, *flags: str, runs=1, reserve=RESERVE
+) -> subprocess.CompletedProcess:
     config = tiny_config(data_dir, steps_=20, log_every=5, checkpoint_every=5, eval_every=10)
     config.train.generate_eval = False
     config.data.num_test_long = 0
-    command = [sys.executable, "-c", FILL_AND_RUN_MAIN, str(mount), str(RESERVE), str(runs)]
+    command = [sys.executable, "-c", FILL_AND_RUN_MAIN, str(mount), str(reserve), str(runs)]
     command += ["--config=configs/algorithmic.py:copy", f"--workdir={mount / 'run'}", *flags]
     for section in ("model", "data", "train"):
         for key, value in dotted(config[section].to_dict()):
@@ -98,6 +100,22 @@ def test_a_full_disk_fails_the_run_in_one_line(small_disk, tmp_path):
     _check_failed_in_one_line(_train_on(small_disk, tmp_path / "tfds"), [run])
     (small_disk / "filler").unlink()
     assert int(load_run(str(run)).state.step) == 5  # intact: its checksums verify
+
+
+def test_a_disk_full_to_its_last_byte_fails_in_one_line_and_leaves_no_half_written_step(
+    small_disk, tmp_path
+):
+    """No byte left: the save of step 10 fails at its first write (orbax's step metadata) while
+    its array writes are still in flight; they end before the half-written step is deleted,
+    so it stays deleted, and their own errors are not printed."""
+    run = small_disk / "run"
+    result = _train_on(small_disk, tmp_path / "tfds", reserve=0)
+    assert result.returncode == USER_ERROR_EXIT_CODE, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"main: error: checkpoint {run / 'checkpoints' / '10'} could not")
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["5"]
 
 
 @pytest.mark.slow  # the group's seeds fail at one save as the run above does (a minute more)
