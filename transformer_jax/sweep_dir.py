@@ -222,8 +222,23 @@ def read_sweep_json(workdir: str) -> dict[str, Any]:
             f"workdir {workdir!r} has no {SWEEP_FILE}: it is not a sweep directory (the runner "
             "writes sweep.json when a sweep starts)"
         )
-    with open(path) as f:
-        return json.load(f)
+    return _load_sweep_file(path)
+
+
+def _load_sweep_file(path: str) -> dict[str, Any]:
+    """sweep.json's object; a ValueError naming the file when it is damaged."""
+    try:
+        with open(path) as f:
+            stored = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        stored = error
+    if not isinstance(stored, dict):
+        why = stored if isinstance(stored, Exception) else f"a JSON {type(stored).__name__}"
+        raise ValueError(
+            f"{path} is damaged ({why}; expected the sweep's record as a JSON object): restore "
+            "it from a copy"
+        )
+    return stored
 
 
 def update_sweep_json(
@@ -242,8 +257,7 @@ def update_sweep_json(
     path = os.path.join(workdir, SWEEP_FILE)
     previous: dict[str, Any] = {}
     if os.path.isfile(path):
-        with open(path) as f:
-            previous = json.load(f)
+        previous = _load_sweep_file(path)
         if (previous.get("config_spec"), previous.get("config")) not in (
             (None, None),
             (config_spec, sweep["config"]),
