@@ -1,6 +1,7 @@
 """A run keeps its tokenizer: an edited corpus is refused on resume, never silently remapped, and
 a moved one does not stop the run from being sampled (the vocabulary is in the run directory)."""
 
+import json
 import re
 import shutil
 
@@ -161,3 +162,17 @@ def test_a_damaged_cached_model_names_the_file_and_the_fix(tmp_path):
     with pytest.raises(ValueError, match=re.escape(f"{cached} cannot be read")) as error:
         tokenizers.load_or_train_sentencepiece(cached, list, vocab_size=30, max_chars=10)
     assert "delete it to have it trained again" in str(error.value)
+
+
+@pytest.mark.parametrize("alphabet", [None, 5, ""])
+def test_a_char_tokenizer_file_without_its_alphabet_is_damaged(tmp_path, alphabet):
+    tokenizers.write_tokenizer(tokenizers.CharTokenizer("abc"), tmp_path)
+    path = tmp_path / TOKENIZER_FILE
+    spec = json.loads(path.read_text())
+    if alphabet is None:
+        del spec["alphabet"]
+    else:
+        spec["alphabet"] = alphabet
+    path.write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match=re.escape(f"{path} is damaged")):
+        tokenizers.read_tokenizer(tmp_path)
