@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 from transformer_jax import decoding, defaults
+from transformer_jax.analysis import tokens
 from transformer_jax.data import tokenizers
 from transformer_jax.run_dir import TOKENIZER_FILE, TOKENIZER_MODEL_FILE
 from transformer_jax.train.restore import load_run
@@ -176,3 +177,13 @@ def test_a_char_tokenizer_file_without_its_alphabet_is_damaged(tmp_path, alphabe
     path.write_text(json.dumps(spec))
     with pytest.raises(ValueError, match=re.escape(f"{path} is damaged")):
         tokenizers.read_tokenizer(tmp_path)
+
+
+def test_input_that_is_not_utf8_is_refused_in_one_line(sentencepiece_run):
+    """Bytes that are not UTF-8 on the command line reach Python as surrogates, which
+    SentencePiece cannot take (a RuntimeError from its bindings)."""
+    run, _ = sentencepiece_run
+    not_utf8 = b"ein \xff Hund".decode("utf-8", "surrogateescape")  # as sys.argv holds it
+    for tokenizer in (tokenizers.read_tokenizer(run), tokenizers.CharTokenizer("ein Hud")):
+        with pytest.raises(ValueError, match=re.escape("--input is not UTF-8 text (byte 0xff at")):
+            tokens.encode(tokenizer, not_utf8, field="input")

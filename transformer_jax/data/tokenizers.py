@@ -225,8 +225,10 @@ def read_tokenizer(directory: str | os.PathLike) -> Tokenizer | None:
     spec = run_dir.read_json(path)
     alphabet = spec.get("alphabet") if isinstance(spec, dict) else None
     char = isinstance(spec, dict) and spec.get("kind") == "char"
-    if not isinstance(spec, dict) or spec.get("kind") not in ("char", "sentencepiece") or (
-        char and (not isinstance(alphabet, str) or not alphabet)
+    if (
+        not isinstance(spec, dict)
+        or spec.get("kind") not in ("char", "sentencepiece")
+        or (char and (not isinstance(alphabet, str) or not alphabet))
     ):
         raise ValueError(
             f"{path} is damaged (not the JSON of a stored tokenizer); restore it from a copy "
