@@ -78,6 +78,41 @@ def seed_dir(parent: str | os.PathLike, seed: int) -> str:
     return os.path.join(parent, f"seed_{seed}")
 
 
+def group_seeds(workdir: str | os.PathLike) -> list[str]:
+    """The seed runs (`seed_dir`s holding a config.json or checkpoints) a seed group trained in
+    `workdir`, by directory name."""
+    try:
+        names = sorted(os.listdir(workdir))
+    except OSError:
+        return []
+    return [
+        name
+        for name in names
+        if name.startswith("seed_")
+        and name[len("seed_") :].isdigit()
+        and (
+            os.path.exists(os.path.join(workdir, name, CONFIG_FILE))
+            or has_checkpoints(os.path.join(workdir, name))
+        )
+    ]
+
+
+def check_layout(workdir: str | os.PathLike, *, group: bool) -> None:
+    """Refuses (ValueError) a run of its own in a seed group's directory and a seed group in a
+    run's: the one would be trained beside the other and read in its place (`generate`)."""
+    if group and (os.path.exists(os.path.join(workdir, CONFIG_FILE)) or has_checkpoints(workdir)):
+        raise ValueError(
+            f"--workdir={workdir} holds a run of its own; a seed group (--seeds) trains in a "
+            "directory of its own: use a new --workdir"
+        )
+    seeds = group_seeds(workdir) if not group else []
+    if seeds:
+        raise ValueError(
+            f"--workdir={workdir} holds a seed group ({', '.join(seeds)}); resume it with "
+            "--seeds, or train a run of its own in a new --workdir"
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class RunSummary:
     """The outcome of a training run, as summary.json holds it.

@@ -75,6 +75,12 @@ def load_run(workdir: str, step: int | None = None) -> LoadedRun:
     workdir = Path(workdir).expanduser()
     resolved = run_dir.read_run_config(workdir)
     if resolved is None:
+        seeds = run_dir.group_seeds(workdir)
+        if seeds:
+            raise ValueError(
+                f"--workdir={workdir} holds a seed group: name one of its runs, e.g. "
+                f"--workdir={workdir / seeds[0]}"
+            )
         raise ValueError(
             f"--workdir={workdir} holds no run (no {run_dir.CONFIG_FILE}); train one first"
         )
