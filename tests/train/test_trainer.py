@@ -18,6 +18,7 @@ from train_fixtures import dotted, read_metrics, tiny_config
 from transformer_jax import run_dir
 from transformer_jax.data import registry
 from transformer_jax.families import shift_right
+from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.numerics import NonFiniteError
 from transformer_jax.train.restore import load_run
@@ -408,3 +409,28 @@ def load_run_files(workdir: Path) -> tuple[str | None, int]:
     path = workdir / "config.json"
     steps = [int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit()]
     return (path.read_text() if path.exists() else None), max(steps)
+
+
+def test_a_checkpoint_without_checksums_is_said_unverified_and_bad_weights_refused(
+    tmp_path, capsys
+):
+    """checksums.json deleted: the reader says the bytes are unverified; with bytes flipped
+    too, weights that are no longer finite are refused instead of decoded from."""
+    config = tiny_config(tmp_path / "tfds", steps_=2, generate_eval=False, **EVERY_STEP)
+    workdir = tmp_path / "run"
+    train_and_evaluate(config, str(workdir))
+    checkpoint = workdir / "checkpoints" / "2"
+    (checkpoint / "checksums.json").unlink()
+    capsys.readouterr()
+    assert int(load_run(str(workdir)).state.step) == 2
+    assert capsys.readouterr().err == (
+        f"note: checkpoint {checkpoint} has no checksums.json: its bytes are unverified\n"
+    )
+    # A parameter set to infinity, as flipped exponent bits make it, saved without checksums.
+    with Checkpointer(workdir, every=1, keep=10) as checkpointer:
+        state, data = checkpointer.restore(load_run(str(workdir)).state)
+        params = jax.tree.map(lambda x: x.at[..., 0].set(jnp.inf), state.params)
+        checkpointer.save(3, state.replace(params=params, step=3), data)
+    (workdir / "checkpoints" / "3" / "checksums.json").unlink()
+    with pytest.raises(ValueError, match=r"checkpoint .*/3 holds non-finite weights \(params\["):
+        load_run(str(workdir))
