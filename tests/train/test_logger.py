@@ -195,3 +195,19 @@ def test_a_failing_event_writer_neither_hangs_nor_outlives_the_run(tmp_path, mon
     (events,) = glob.glob(str(tmp_path / "events.out.tfevents.*"))
     assert str(raised[0]).startswith(f"TensorBoard events file {events} could not be written")
     assert "No space left on device" in str(raised[0])
+
+
+def test_a_metrics_line_that_cannot_be_written_names_the_file(tmp_path, monkeypatch):
+    """A full disk under metrics.jsonl (a fault-injecting file: its flush fails with ENOSPC, as
+    a real write's OSError, without a file name)."""
+    logger = MetricsLogger(tmp_path, total_steps=10, stream=io.StringIO())
+    logger.write(1, "train", {"loss": 1.0})
+
+    def disk_full():
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(logger._file, "flush", disk_full)
+    with pytest.raises(OSError, match=f"No space left on device: '{tmp_path / METRICS_FILE}'"):
+        logger.write(2, "train", {"loss": 1.0})
+    monkeypatch.undo()
+    logger.close()

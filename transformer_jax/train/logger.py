@@ -146,10 +146,15 @@ class MetricsLogger:
             "time": self.elapsed(),
             **values,
         }
-        if self._file is None:
-            self._file = open(self.path, "a")  # noqa: SIM115 (lives until close())
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        try:
+            if self._file is None:
+                self._file = open(self.path, "a")  # noqa: SIM115 (lives until close())
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
+        except OSError as error:  # a full disk: say which file (the OSError of a write does not)
+            if error.filename is not None:
+                raise
+            raise OSError(error.errno, error.strerror, self.path) from error
 
         if self._writer is None:
             self._writer = EventFile(self.workdir, self._purge_step)
