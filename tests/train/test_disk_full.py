@@ -71,8 +71,13 @@ def _train_on(
     config = tiny_config(data_dir, steps_=20, log_every=5, checkpoint_every=5, eval_every=10)
     config.train.generate_eval = False
     config.data.num_test_long = 0
-    command = [sys.executable, "-c", FILL_AND_RUN_MAIN, str(mount), str(reserve), str(runs)]
-    command += ["--config=configs/algorithmic.py:copy", f"--workdir={mount / 'run'}", *flags]
+    script = [FILL_AND_RUN_MAIN, str(mount), str(reserve), str(runs)]
+    return _run_main(script, config, f"--workdir={mount / 'run'}", *flags)
+
+
+def _run_main(script: list[str], config, *flags: str) -> subprocess.CompletedProcess:
+    """`python -c script...` (a hooked transformer_jax.main) on `config` given as overrides."""
+    command = [sys.executable, "-c", *script, "--config=configs/algorithmic.py:copy", *flags]
     for section in ("model", "data", "train"):
         for key, value in dotted(config[section].to_dict()):
             command.append(f"--config.{section}.{key}={value}")
@@ -125,3 +130,48 @@ def test_a_full_disk_fails_every_seed_of_a_group_in_one_line(small_disk, tmp_pat
     (small_disk / "filler").unlink()
     for run in runs:
         assert int(load_run(str(run)).state.step) == 5
+
+
+# transformer_jax.main whose training iterator sends the first Ctrl-C as it fetches its 7th batch,
+# and whose checkpointer gets the second one as the forced save that the first asked for starts.
+CTRL_C_TWICE = """
+import signal
+from hooked_iterator import run_main
+from transformer_jax.train import checkpoint
+
+save = checkpoint.Checkpointer.save
+
+
+def save_interrupted(self, step, *args, force=False, **kwargs):
+    if force:
+        signal.raise_signal(signal.SIGINT)
+    return save(self, step, *args, force=force, **kwargs)
+
+
+def first_ctrl_c(fetched, batch):
+    if fetched == 7:
+        signal.raise_signal(signal.SIGINT)
+    return batch
+
+
+checkpoint.Checkpointer.save = save_interrupted
+run_main(first_ctrl_c)
+"""
+
+
+def test_a_second_ctrl_c_during_the_save_is_one_line_and_keeps_the_checkpoints(tmp_path):
+    """Not a full disk, but the same promise: an interrupted save ends in one line, and the
+    checkpoints already written stay loadable."""
+    config = tiny_config(tmp_path / "tfds", steps_=20, log_every=5, checkpoint_every=5)
+    config.train.generate_eval = False
+    result = _run_main([CTRL_C_TWICE], config, f"--workdir={tmp_path / 'run'}")
+    assert result.returncode == 130, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "main: interrupted by a second Ctrl-C; the checkpoints already saved are intact"
+        )
+    )
+    assert int(load_run(str(tmp_path / "run")).state.step) >= 5
