@@ -227,8 +227,7 @@ def read_run_config(workdir: str | os.PathLike) -> dict[str, Any] | None:
     checkpoints do not record the config, so it cannot be recovered from them."""
     path = os.path.join(workdir, CONFIG_FILE)
     try:
-        with open(path) as f:
-            config = json.load(f)
+        return read_json_object(path, "the run's config", "use a new --workdir")
     except FileNotFoundError:
         if not has_checkpoints(workdir):
             return None
@@ -237,15 +236,24 @@ def read_run_config(workdir: str | os.PathLike) -> dict[str, Any] | None:
             f"without the run's config they cannot be checked or loaded; restore {CONFIG_FILE} "
             "from a copy, or use a new --workdir"
         ) from None
+
+
+def read_json_object(path: str | os.PathLike, what: str, otherwise: str) -> dict[str, Any]:
+    """The JSON object in `path`; FileNotFoundError when there is none, and a ValueError naming
+    the file when it is damaged (cut short, empty, not UTF-8, not an object): `what` it should
+    hold, and `otherwise`, the way out besides restoring it."""
+    try:
+        with open(path) as f:
+            stored = json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        config = error
-    if not isinstance(config, dict):
-        why = config if isinstance(config, Exception) else f"a JSON {type(config).__name__}"
+        stored = error
+    if not isinstance(stored, dict):
+        why = stored if isinstance(stored, Exception) else f"a JSON {type(stored).__name__}"
         raise ValueError(
-            f"{path} is damaged ({why}; expected the run's config as a JSON object): restore it "
-            "from a copy, or use a new --workdir"
+            f"{path} is damaged ({why}; expected {what} as a JSON object): restore it from a "
+            f"copy, or {otherwise}"
         )
-    return config
+    return stored
 
 
 def has_checkpoints(workdir: str | os.PathLike) -> bool:

@@ -24,6 +24,7 @@ from transformer_jax.run_dir import (
     METRICS_FILE,
     read_config,
     read_json,
+    read_json_object,
     read_summary,
     seed_dir,
     write_json,
@@ -222,23 +223,7 @@ def read_sweep_json(workdir: str) -> dict[str, Any]:
             f"workdir {workdir!r} has no {SWEEP_FILE}: it is not a sweep directory (the runner "
             "writes sweep.json when a sweep starts)"
         )
-    return _load_sweep_file(path)
-
-
-def _load_sweep_file(path: str) -> dict[str, Any]:
-    """sweep.json's object; a ValueError naming the file when it is damaged."""
-    try:
-        with open(path) as f:
-            stored = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        stored = error
-    if not isinstance(stored, dict):
-        why = stored if isinstance(stored, Exception) else f"a JSON {type(stored).__name__}"
-        raise ValueError(
-            f"{path} is damaged ({why}; expected the sweep's record as a JSON object): restore "
-            "it from a copy"
-        )
-    return stored
+    return read_json_object(path, "the sweep's record", "use a new --workdir")
 
 
 def update_sweep_json(
@@ -257,7 +242,7 @@ def update_sweep_json(
     path = os.path.join(workdir, SWEEP_FILE)
     previous: dict[str, Any] = {}
     if os.path.isfile(path):
-        previous = _load_sweep_file(path)
+        previous = read_json_object(path, "the sweep's record", "use a new --workdir")
         if (previous.get("config_spec"), previous.get("config")) not in (
             (None, None),
             (config_spec, sweep["config"]),
