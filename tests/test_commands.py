@@ -157,6 +157,20 @@ USER_ERRORS = [
         ["--config=configs/algorithmic.py:copy", "--config.train.steps=abc"],
         "main: error: flag --config.train.steps=abc: invalid literal for int()",
     ),
+    (  # The unknown field after a valid override is the one named.
+        "transformer_jax.main",
+        [
+            "--config=configs/algorithmic.py:copy",
+            "--config.train.steps=30",
+            "--config.train.profile_stepz=3",
+        ],
+        "main: error: --config.train.profile_stepz: config.train has no field 'profile_stepz'",
+    ),
+    (
+        "transformer_jax.main",
+        ["--config=configs/nope.py"],
+        "main: error: --config=configs/nope.py: [Errno 2] No such file or directory",
+    ),
     (
         "transformer_jax.main",
         ["--config=configs/algorithmic.py:nosuch"],

@@ -397,3 +397,30 @@ def test_command_line_input_drops_spaces_only_when_the_vocabulary_lacks_them():
     assert encode(text, "a b", "input") == [4, 3, 5]
     with pytest.raises(ValueError, match="'x'"):
         encode(symbols, "0 x", "input")
+
+
+def test_a_beam_that_cannot_fit_is_refused_with_its_estimate_before_decoding(monkeypatch):
+    """The estimate is the cache `cached_step` really makes (plus two score tables), and a beam
+    wider than the free memory is refused naming the widest that fits."""
+    from transformer_jax.decoding import memory
+
+    model, variables = init(TINY)
+    length, beams = 7, 3
+    _, cache = decoding.cached_step(
+        model,
+        variables,
+        batch_size=2 * beams,
+        length=length,
+        inputs_BS=jnp.repeat(SOURCE, beams, 0),
+    )
+    cache_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(cache))
+    scores = 2 * 2 * beams * TINY.vocab_size * 4
+    assert memory.beam_bytes(model, variables, SOURCE, beams, length) == cache_bytes + scores
+
+    config = decoding.DecodeConfig(strategy="beam", beam_size=4, max_new_tokens=length)
+    need = memory.beam_bytes(model, variables, SOURCE, 4, length)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: need - 1)
+    with pytest.raises(ValueError, match=r"beam_size=4 needs at least .* valid: beam_size <= 3$"):
+        decoding.generate(model, variables, SOURCE, config)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: need)
+    assert decoding.generate(model, variables, SOURCE, config).shape == (2, length)

@@ -84,3 +84,22 @@ def test_messages_show_a_run_inside_the_working_directory_relative_to_it(tmp_pat
     assert run_dir.shown("runs/copy") == os.path.join("runs", "copy")
     # A sibling whose name starts with the working directory's is outside it.
     assert run_dir.shown(tmp_path / "project_b" / "run") == str(tmp_path / "project_b" / "run")
+
+
+@pytest.mark.parametrize("text", ['{"seed": 3', "", "[1, 2]", b"\xff\xfe"])
+def test_a_damaged_config_json_is_an_error_naming_it(tmp_path, text):
+    path = tmp_path / run_dir.CONFIG_FILE
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ValueError, match=f"{path} is damaged"):
+        run_dir.read_run_config(tmp_path)
+
+
+def test_a_missing_config_json_is_no_run_unless_checkpoints_are_there(tmp_path):
+    assert run_dir.read_run_config(tmp_path) is None
+    (tmp_path / run_dir.CHECKPOINT_DIR / "3.orbax-checkpoint-tmp-1").mkdir(parents=True)
+    assert run_dir.read_run_config(tmp_path) is None  # a save in progress is no checkpoint
+    (tmp_path / run_dir.CHECKPOINT_DIR / "2").mkdir()
+    with pytest.raises(ValueError, match=f"{tmp_path / run_dir.CONFIG_FILE} is missing"):
+        run_dir.read_run_config(tmp_path)
+    run_dir.write_config(tmp_path, {"seed": 3})
+    assert run_dir.read_run_config(tmp_path)["seed"] == 3

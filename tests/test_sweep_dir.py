@@ -4,6 +4,7 @@ import json
 import math
 import os
 
+import pytest
 from run_dir_fixtures import write_run
 
 from transformer_jax import sweep_dir
@@ -55,3 +56,14 @@ def test_read_curve_keeps_last_value_per_step_and_skips_torn_lines(tmp_path):
     assert losses[:2] == [3.0, 1.9] and math.isnan(losses[2])
     assert sweep_dir.read_curve(path, "test", "loss") == ([], [])
     assert sweep_dir.read_curve(str(tmp_path / "nowhere"), "train", "loss") == ([], [])
+
+
+@pytest.mark.parametrize("text", ["", "garbage", '{"config": "x"', "[1]"])
+def test_a_damaged_sweep_json_is_an_error_naming_it(tmp_path, text):
+    path = tmp_path / sweep_dir.SWEEP_FILE
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"{path} is damaged"):
+        sweep_dir.read_sweep_json(str(tmp_path))
+    with pytest.raises(ValueError, match=f"{path} is damaged"):
+        sweep_dir.update_sweep_json(str(tmp_path), {"config": "c"}, "s.py", "c.py", False, "m")
+    assert path.read_text() == text

@@ -96,11 +96,13 @@ def parse_flags(name: str) -> Callable[[list[str]], list[str]]:
     def parse(argv: list[str]) -> list[str]:
         environment.skip_absent_tpu()
         try:
-            return flags.FLAGS(argv)
+            remaining = flags.FLAGS(argv)
+            _raise_unloaded_config(flags.FLAGS)
+            return remaining
         except flags.UnrecognizedFlagError as error:
             message = f"--{error.flagname} is not a flag"
             if error.flagname.startswith("config."):
-                message = f"--{error.flagname}: {_unknown_field(error.flagname, argv)}"
+                message = _unknown_override(error.flagname, argv)
         except flags.Error as error:
             # A config file's own ValueError comes inside absl's message with its traceback:
             # its last line is what the user needs.
@@ -108,12 +110,44 @@ def parse_flags(name: str) -> Callable[[list[str]], list[str]]:
             message = lines[-1].removeprefix("ValueError: ") if lines else type(error).__name__
         except (AttributeError, KeyError) as error:  # ml_collections: an override of no field
             bad = next((a for a in argv if a.startswith("--config.")), "--config")
-            message = f"{bad.split('=', 1)[0]}: {_unknown_field(bad[2:].split('=', 1)[0], argv)}"
+            message = _unknown_override(bad[2:].split("=", 1)[0], argv)
             del error
+        except OSError as error:  # a config file that cannot be read, e.g. a missing one
+            message = _unreadable_config(error, argv)
         print(f"{name}: error: {message}", file=sys.stderr)
         sys.exit(USER_ERROR_EXIT_CODE)
 
     return parse
+
+
+def _unknown_override(named: str, argv: Sequence[str]) -> str:
+    """`--config.a.b: why`, for the first `--config.` override of argv that names no field: the
+    flag absl or ml_collections names may be a valid override before it."""
+    overrides = [a[2:].split("=", 1)[0] for a in argv if a.startswith("--config.")]
+    for dotted in [*overrides, named]:
+        why = _unknown_field(dotted, argv)
+        if why != _NO_SUCH_FIELD:
+            return f"--{dotted}: {why}"
+    return f"--{named}: {_NO_SUCH_FIELD}"
+
+
+def _raise_unloaded_config(values) -> None:
+    """Raises now the error of a config file ml_collections failed to load (a missing file):
+    it keeps the error in a stand-in config and raises it only when the config is first read."""
+    for name in values:
+        value = values[name].value
+        if type(value).__name__ == "_ErrorConfig":
+            raise OSError(vars(value)["_error"])
+
+
+def _unreadable_config(error: OSError, argv: Sequence[str]) -> str:
+    """`--config=FILE: why` in one line (ml_collections lists every path it tried)."""
+    config = next((a for a in argv if a.startswith("--config=")), "--config")
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{config}: {lines[-1] if lines else type(error).__name__}"
+
+
+_NO_SUCH_FIELD = "the config has no such field; check its spelling against the config file"
 
 
 def _unknown_field(dotted: str, argv: Sequence[str]) -> str:
@@ -123,7 +157,7 @@ def _unknown_field(dotted: str, argv: Sequence[str]) -> str:
     try:
         flag = flags.FLAGS["config"]
     except KeyError:
-        return "the config has no such field; check its spelling against the config file"
+        return _NO_SUCH_FIELD
     node = flag.value
     config_file = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
     if node is None and config_file:
@@ -139,4 +173,4 @@ def _unknown_field(dotted: str, argv: Sequence[str]) -> str:
             where = ".".join(["config", *path[:depth]])
             return f"{where} has no field {part!r}; its fields: {', '.join(sorted(keys))}"
         node = node[part]
-    return "the config has no such field; check its spelling against the config file"
+    return _NO_SUCH_FIELD

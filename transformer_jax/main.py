@@ -26,6 +26,7 @@ _SEEDS = flags.DEFINE_list(
     "seeds", None, "Seeds to train as one seed group, in WORKDIR/seed_<seed>/ (e.g. 0,1,2)."
 )
 flags.mark_flags_as_required(["config", "workdir"])
+INTERRUPTED_EXIT_CODE = 128 + 2  # as a shell reports a process ended by SIGINT
 
 # Exit status: 0 finished; 2 a user error or a checkpoint that could not be saved, e.g. on a full
 # disk (one "main: error:" line, see commands.py; summary.json says "failed");
@@ -37,13 +38,22 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO.
-    if _SEEDS.value is not None:
-        _exit_with(train_seed_group(_CONFIG.value, _WORKDIR.value, _parse_seeds(_SEEDS.value)))
     try:
+        if _SEEDS.value is not None:
+            seeds = _parse_seeds(_SEEDS.value)
+            _exit_with(train_seed_group(_CONFIG.value, _WORKDIR.value, seeds))
         summary = train_and_evaluate(_CONFIG.value, _WORKDIR.value)
     except NonFiniteError as error:
         print(f"Diverged: {error}", file=sys.stderr)
         sys.exit(DIVERGED_EXIT_CODE)
+    except KeyboardInterrupt:
+        # A second Ctrl-C (the first asks for a save and a clean stop: train/signals.py).
+        print(
+            "main: interrupted by a second Ctrl-C; the checkpoints already saved are intact: "
+            "rerun to resume from the last one",
+            file=sys.stderr,
+        )
+        sys.exit(INTERRUPTED_EXIT_CODE)
     _exit_with([summary])
 
 

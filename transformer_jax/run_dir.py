@@ -7,7 +7,9 @@ TensorBoard event files), checkpoints/, summary.json and its TensorBoard HParams
 (tracking/hparams.py), with train.wandb_project also wandb.json and wandb/; the sweep runner adds
 hparams.json, code.json, command.txt, run.log and, after a failure, failure.json.
 JSON files are written atomically (`write_json`: tmp file + `os.replace`), so a reader polling
-a running sweep never sees half a file; `read_json` still treats an unparsable file as absent.
+a running sweep never sees half a file; `read_json` still treats an unparsable file as absent
+(a status listing), while a trainer or reader acting on a run (`read_run_config`) refuses a
+damaged config.json by name.
 """
 
 import dataclasses
@@ -77,6 +79,41 @@ def shown(path: str | os.PathLike) -> str:
 def seed_dir(parent: str | os.PathLike, seed: int) -> str:
     """The run directory of `seed` among the seeds of one config: PARENT/seed_<seed>."""
     return os.path.join(parent, f"seed_{seed}")
+
+
+def group_seeds(workdir: str | os.PathLike) -> list[str]:
+    """The seed runs (`seed_dir`s holding a config.json or checkpoints) a seed group trained in
+    `workdir`, by directory name."""
+    try:
+        names = sorted(os.listdir(workdir))
+    except OSError:
+        return []
+    return [
+        name
+        for name in names
+        if name.startswith("seed_")
+        and name[len("seed_") :].isdigit()
+        and (
+            os.path.exists(os.path.join(workdir, name, CONFIG_FILE))
+            or has_checkpoints(os.path.join(workdir, name))
+        )
+    ]
+
+
+def check_layout(workdir: str | os.PathLike, *, group: bool) -> None:
+    """Refuses (ValueError) a run of its own in a seed group's directory and a seed group in a
+    run's: the one would be trained beside the other and read in its place (`generate`)."""
+    if group and (os.path.exists(os.path.join(workdir, CONFIG_FILE)) or has_checkpoints(workdir)):
+        raise ValueError(
+            f"--workdir={workdir} holds a run of its own; a seed group (--seeds) trains in a "
+            "directory of its own: use a new --workdir"
+        )
+    seeds = group_seeds(workdir) if not group else []
+    if seeds:
+        raise ValueError(
+            f"--workdir={workdir} holds a seed group ({', '.join(seeds)}); resume it with "
+            "--seeds, or train a run of its own in a new --workdir"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,6 +220,53 @@ def read_config(workdir: str | os.PathLike) -> dict[str, Any] | None:
     """config.json as written by `write_config` (with GIT_COMMIT_KEY), or None without one."""
     config = read_json(os.path.join(workdir, CONFIG_FILE))
     return config if isinstance(config, dict) else None
+
+
+def read_run_config(workdir: str | os.PathLike) -> dict[str, Any] | None:
+    """config.json for a trainer or reader that acts on the run: None when the directory holds
+    neither it nor a checkpoint (no run yet); a ValueError naming the file when it is damaged
+    (cut short, empty, not an object) or missing beside checkpoints, since a resume checked
+    against nothing could change any field and a reader would build another model. The
+    checkpoints do not record the config, so it cannot be recovered from them."""
+    path = os.path.join(workdir, CONFIG_FILE)
+    try:
+        return read_json_object(path, "the run's config", "use a new --workdir")
+    except FileNotFoundError:
+        if not has_checkpoints(workdir):
+            return None
+        raise ValueError(
+            f"{path} is missing but {os.path.join(workdir, CHECKPOINT_DIR)} holds checkpoints: "
+            f"without the run's config they cannot be checked or loaded; restore {CONFIG_FILE} "
+            "from a copy, or use a new --workdir"
+        ) from None
+
+
+def read_json_object(path: str | os.PathLike, what: str, otherwise: str) -> dict[str, Any]:
+    """The JSON object in `path`; FileNotFoundError when there is none, and a ValueError naming
+    the file when it is damaged (cut short, empty, not UTF-8, not an object): `what` it should
+    hold, and `otherwise`, the way out besides restoring it."""
+    try:
+        with open(path) as f:
+            stored = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        stored = error
+    if not isinstance(stored, dict):
+        why = stored if isinstance(stored, Exception) else f"a JSON {type(stored).__name__}"
+        raise ValueError(
+            f"{path} is damaged ({why}; expected {what} as a JSON object): restore it from a "
+            f"copy, or {otherwise}"
+        )
+    return stored
+
+
+def has_checkpoints(workdir: str | os.PathLike) -> bool:
+    """Whether the run directory holds a finished checkpoint (a step directory of
+    CHECKPOINT_DIR; a save still in progress has another name)."""
+    try:
+        names = os.listdir(os.path.join(workdir, CHECKPOINT_DIR))
+    except OSError:
+        return False
+    return any(name.isdigit() for name in names)
 
 
 def record_resume(workdir: str | os.PathLike, step: int, changes: Mapping[str, Any]) -> None:

@@ -26,6 +26,7 @@ from transformer_jax.run_dir import (
     read_code,
     read_config,
     read_json,
+    read_json_object,
     read_summary,
     seed_dir,
     write_json,
@@ -234,8 +235,7 @@ def read_sweep_json(workdir: str) -> dict[str, Any]:
             f"workdir {workdir!r} has no {SWEEP_FILE}: it is not a sweep directory (the runner "
             "writes sweep.json when a sweep starts)"
         )
-    with open(path) as f:
-        return json.load(f)
+    return read_json_object(path, "the sweep's record", "use a new --workdir")
 
 
 def update_sweep_json(
@@ -254,8 +254,7 @@ def update_sweep_json(
     path = os.path.join(workdir, SWEEP_FILE)
     previous: dict[str, Any] = {}
     if os.path.isfile(path):
-        with open(path) as f:
-            previous = json.load(f)
+        previous = read_json_object(path, "the sweep's record", "use a new --workdir")
         if (previous.get("config_spec"), previous.get("config")) not in (
             (None, None),
             (config_spec, sweep["config"]),

@@ -212,6 +212,16 @@ def test_fit_uses_the_compiled_shipped_step_and_says_when_nothing_fits(monkeypat
     assert compiled == []  # the shipped batch (one row per chip) was the only one to try
 
 
+def test_fit_without_compiles_still_reports_the_shipped_step_that_fits(monkeypatch):
+    """--fit_compiles=0: the shipped step, compiled already, is the one batch known to fit."""
+    plan = plan_run(lm_config(batch_size=8), get_topology("v5e:2x4"))
+    compiled = fake_compiles(monkeypatch, lambda batch: 2**30)
+    memory = {"arguments": 0, "outputs": 0, "aliased": 0, "code": 0, "temporaries": 2**30}
+    shipped = Program("train", memory=memory)
+    found = fit_module.fit_batch(plan, max_compiles=0, known=shipped)
+    assert (found.batch_size, found.program, found.too_big, compiled) == (8, shipped, 0, [])
+
+
 def test_roofline_is_the_slower_of_compute_and_memory():
     chip = TPU_CHIPS["v5e"]
     compute = roofline(2 * chip.peak_flops, chip.hbm_bandwidth, chip, tokens=100)

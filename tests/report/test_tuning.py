@@ -153,6 +153,19 @@ def test_edge_of_grid():
     ]
 
 
+def test_a_grid_value_with_an_exponent_names_a_directory_that_reads_back():
+    grid = {"train.grad_clip_norm": (1e30, 1.5e-05, 2.0), "train.eps": (1e-09,)}
+    names = list(settings(grid))
+    assert names == [
+        "grad_clip_norm-1e30_eps-1e-09",
+        "grad_clip_norm-1.5e-05_eps-1e-09",
+        "grad_clip_norm-2.0_eps-1e-09",
+    ]
+    for name, setting in settings(grid).items():
+        value = float(name.split("_eps")[0].removeprefix("grad_clip_norm-"))
+        assert value == setting["train.grad_clip_norm"]
+
+
 @pytest.mark.parametrize(
     "changes, message",
     [

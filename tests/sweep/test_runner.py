@@ -134,6 +134,18 @@ def test_a_command_recorded_relative_to_the_repository_matches_its_rerun(project
         run_demo(workdir, variants=["base"], seeds=[1])
 
 
+def test_a_sweep_directory_moved_elsewhere_is_rerun_as_its_own(project):
+    """Only --workdir differs from the recorded commands: the same runs, none retrained; a real
+    difference is refused without advice to delete run directories."""
+    assert run_demo(project / "out", variants=["base"], seeds=[1]) == {"finished": 1}
+    os.rename(project / "out", project / "moved")
+    assert run_demo(project / "moved", variants=["base"], seeds=[1]) == {"finished": 1}
+    assert calls(project / "moved", "base", 1) == 1
+    with pytest.raises(ValueError, match="made by a different command") as refused:
+        run_demo(project / "moved", variants=["base"], seeds=[1], quick=True)
+    assert "delete" not in str(refused.value)
+
+
 def test_a_sweep_run_in_the_repository_records_paths_relative_to_it(project, monkeypatch):
     """command.txt, run.log and sweep.json of a sweep launched from the repository name no
     directory of the machine, and a rerun still recognises its runs as its own."""

@@ -1,12 +1,16 @@
 """The Sweep spec: validation with messages that name the field, JSON round trip, loading a
 sweep file and checking its overrides against the base config."""
 
+import importlib.util
 import json
+import os
 
 import pytest
 from sweep_fixtures import SWEEP_FILE, valid_kwargs
 
 from transformer_jax.sweep import Sweep, check_overrides, load_sweep
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.parametrize(
@@ -78,3 +82,18 @@ def test_check_overrides_against_the_config(project):
         check({"model.note": "x"})
     with pytest.raises(ValueError, match="does not exist"):
         check_overrides(Sweep(**valid_kwargs(variants={"a": {}})), "")
+
+
+def test_a_wandb_variant_without_wandb_is_refused_before_any_run(monkeypatch):
+    """Caught with the overrides, not when that variant's turn comes after the others trained."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else find_spec(name)
+    )
+    repo_config = os.path.join(REPO, "configs", "algorithmic.py")
+    variants = {"a": {}, "b": {"train.wandb_project": "p"}}
+    sweep = Sweep(**valid_kwargs(config=repo_config, variants=variants, config_arg="copy"))
+    with pytest.raises(ValueError, match=r"variants\['b'\] runs with train.wandb_project='p', wh"):
+        check_overrides(sweep, "copy")
+    variants["b"] = {"train.wandb_project": ""}
+    check_overrides(Sweep(**valid_kwargs(config=repo_config, variants=variants)), "copy")

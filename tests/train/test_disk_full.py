@@ -65,12 +65,19 @@ def small_disk(tmp_path):
     subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-def _train_on(mount: Path, data_dir: Path, *flags: str, runs=1) -> subprocess.CompletedProcess:
+def _train_on(
+    mount: Path, data_dir: Path, *flags: str, runs=1, reserve=RESERVE
+) -> subprocess.CompletedProcess:
     config = tiny_config(data_dir, steps_=20, log_every=5, checkpoint_every=5, eval_every=10)
     config.train.generate_eval = False
     config.data.num_test_long = 0
-    command = [sys.executable, "-c", FILL_AND_RUN_MAIN, str(mount), str(RESERVE), str(runs)]
-    command += ["--config=configs/algorithmic.py:copy", f"--workdir={mount / 'run'}", *flags]
+    script = [FILL_AND_RUN_MAIN, str(mount), str(reserve), str(runs)]
+    return _run_main(script, config, f"--workdir={mount / 'run'}", *flags)
+
+
+def _run_main(script: list[str], config, *flags: str) -> subprocess.CompletedProcess:
+    """`python -c script...` (a hooked transformer_jax.main) on `config` given as overrides."""
+    command = [sys.executable, "-c", *script, "--config=configs/algorithmic.py:copy", *flags]
     for section in ("model", "data", "train"):
         for key, value in dotted(config[section].to_dict()):
             command.append(f"--config.{section}.{key}={value}")
@@ -100,6 +107,22 @@ def test_a_full_disk_fails_the_run_in_one_line(small_disk, tmp_path):
     assert int(load_run(str(run)).state.step) == 5  # intact: its checksums verify
 
 
+def test_a_disk_full_to_its_last_byte_fails_in_one_line_and_leaves_no_half_written_step(
+    small_disk, tmp_path
+):
+    """No byte left: the save of step 10 fails at its first write (orbax's step metadata) while
+    its array writes are still in flight; they end before the half-written step is deleted,
+    so it stays deleted, and their own errors are not printed."""
+    run = small_disk / "run"
+    result = _train_on(small_disk, tmp_path / "tfds", reserve=0)
+    assert result.returncode == USER_ERROR_EXIT_CODE, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"main: error: checkpoint {run / 'checkpoints' / '10'} could not")
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["5"]
+
+
 @pytest.mark.slow  # the group's seeds fail at one save as the run above does (a minute more)
 def test_a_full_disk_fails_every_seed_of_a_group_in_one_line(small_disk, tmp_path):
     runs = [small_disk / "run" / f"seed_{seed}" for seed in (0, 1)]
@@ -107,3 +130,48 @@ def test_a_full_disk_fails_every_seed_of_a_group_in_one_line(small_disk, tmp_pat
     (small_disk / "filler").unlink()
     for run in runs:
         assert int(load_run(str(run)).state.step) == 5
+
+
+# transformer_jax.main whose training iterator sends the first Ctrl-C as it fetches its 7th batch,
+# and whose checkpointer gets the second one as the forced save that the first asked for starts.
+CTRL_C_TWICE = """
+import signal
+from hooked_iterator import run_main
+from transformer_jax.train import checkpoint
+
+save = checkpoint.Checkpointer.save
+
+
+def save_interrupted(self, step, *args, force=False, **kwargs):
+    if force:
+        signal.raise_signal(signal.SIGINT)
+    return save(self, step, *args, force=force, **kwargs)
+
+
+def first_ctrl_c(fetched, batch):
+    if fetched == 7:
+        signal.raise_signal(signal.SIGINT)
+    return batch
+
+
+checkpoint.Checkpointer.save = save_interrupted
+run_main(first_ctrl_c)
+"""
+
+
+def test_a_second_ctrl_c_during_the_save_is_one_line_and_keeps_the_checkpoints(tmp_path):
+    """Not a full disk, but the same promise: an interrupted save ends in one line, and the
+    checkpoints already written stay loadable."""
+    config = tiny_config(tmp_path / "tfds", steps_=20, log_every=5, checkpoint_every=5)
+    config.train.generate_eval = False
+    result = _run_main([CTRL_C_TWICE], config, f"--workdir={tmp_path / 'run'}")
+    assert result.returncode == 130, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "main: interrupted by a second Ctrl-C; the checkpoints already saved are intact"
+        )
+    )
+    assert int(load_run(str(tmp_path / "run")).state.step) >= 5

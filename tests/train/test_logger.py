@@ -1,14 +1,17 @@
 """metrics.jsonl contents, resume truncation, TensorBoard events and the console line."""
 
+import errno
 import glob
 import io
 import json
 import os
 import struct
+import threading
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tensorboardX import event_file_writer, record_writer
 from tensorboardX.proto import event_pb2
 
 from transformer_jax.run_dir import METRICS_FILE
@@ -152,3 +155,59 @@ def test_a_logger_that_does_not_write_leaves_files_and_console_alone(tmp_path):
     assert sorted(os.listdir(tmp_path)) == [METRICS_FILE]
     assert (tmp_path / METRICS_FILE).read_text() == '{"step": 20, "split": "train", "loss": 1.0}\n'
     assert stream.getvalue() == ""
+
+
+def test_a_failing_event_writer_neither_hangs_nor_outlives_the_run(tmp_path, monkeypatch):
+    """A full disk under TensorBoard's writer thread (a fault-injecting writer: every write of
+    tensorboardX's thread fails with ENOSPC, and the thread dies of it): the run's next writes
+    raise one error naming the events file instead of blocking on the thread's full queue, or
+    (when the thread fails after the last write) `close` does. The wait is only against a
+    hang."""
+
+    write = record_writer.RecordWriter.write
+
+    def disk_full(self, data):
+        if isinstance(threading.current_thread(), event_file_writer._EventLoggerThread):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write(self, data)
+
+    monkeypatch.setattr(record_writer.RecordWriter, "write", disk_full)
+    raised = []
+
+    def log_many_steps():
+        logger = MetricsLogger(tmp_path, total_steps=500, stream=io.StringIO())
+        try:
+            for step in range(1, 500):  # 10 events fill tensorboardX's queue
+                logger.write(step, "train", {"loss": 1.0, "grad_norm": 2.0})
+        except OSError as error:
+            raised.append(error)
+        try:
+            logger.close()
+        except OSError as error:
+            raised.append(error)
+
+    worker = threading.Thread(target=log_many_steps, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "the logger hangs on tensorboardX's queue"
+    assert raised and all(error is raised[0] for error in raised), raised
+    assert raised[0].errno == errno.ENOSPC
+    (events,) = glob.glob(str(tmp_path / "events.out.tfevents.*"))
+    assert str(raised[0]).startswith(f"TensorBoard events file {events} could not be written")
+    assert "No space left on device" in str(raised[0])
+
+
+def test_a_metrics_line_that_cannot_be_written_names_the_file(tmp_path, monkeypatch):
+    """A full disk under metrics.jsonl (a fault-injecting file: its flush fails with ENOSPC, as
+    a real write's OSError, without a file name)."""
+    logger = MetricsLogger(tmp_path, total_steps=10, stream=io.StringIO())
+    logger.write(1, "train", {"loss": 1.0})
+
+    def disk_full():
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(logger._file, "flush", disk_full)
+    with pytest.raises(OSError, match=f"No space left on device: '{tmp_path / METRICS_FILE}'"):
+        logger.write(2, "train", {"loss": 1.0})
+    monkeypatch.undo()
+    logger.close()

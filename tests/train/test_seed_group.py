@@ -136,6 +136,18 @@ def test_each_seed_of_a_group_matches_its_solo_run(tmp_path):
         assert sorted(p.name for p in (seed_dir / "checkpoints").iterdir()) == ["10", "5"]
         assert list(seed_dir.glob("events.out.tfevents.*"))
         assert (seed_dir / run_dir.TOKENIZER_FILE).exists()
+    # Neither trains into the other's directory, where a reader would take one for the other.
+    group, files = tmp_path / "group", sorted(p.name for p in (tmp_path / "group").iterdir())
+    with pytest.raises(
+        ValueError, match=f"--workdir={group} holds a seed group .seed_{SEEDS[0]}, seed_{SEEDS[1]}"
+    ):
+        train_and_evaluate(config, str(group))
+    with pytest.raises(ValueError, match=f"--workdir={group} holds a seed group: name one"):
+        load_run(str(group))
+    with pytest.raises(ValueError, match=f"--workdir={tmp_path / 'solo'} holds a run of its own"):
+        train_seed_group(config, str(tmp_path / "solo"), SEEDS)
+    assert sorted(p.name for p in group.iterdir()) == files
+    assert not (tmp_path / "solo" / "seed_0").exists()
 
 
 @pytest.mark.slow

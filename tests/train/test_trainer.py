@@ -18,6 +18,7 @@ from train_fixtures import dotted, read_metrics, tiny_config
 from transformer_jax import run_dir
 from transformer_jax.data import registry
 from transformer_jax.families import shift_right
+from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.numerics import NonFiniteError
 from transformer_jax.train.restore import load_run
@@ -375,3 +376,61 @@ def test_window_rates_time_the_steps_not_their_dispatch(tmp_path, monkeypatch):
 
 def read_metrics_with_times(workdir):
     return [json.loads(line) for line in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_damaged_or_missing_config_json_is_refused_never_resumed_unchecked(tmp_path):
+    """config.json cut short, empty, not an object or deleted beside checkpoints: the resume
+    (here with another seed, which it must refuse) and `generate`'s loader name the file instead
+    of resuming unchecked or saying the directory holds no run; nothing is written."""
+    config = tiny_config(tmp_path / "tfds", steps_=2, generate_eval=False, **EVERY_STEP)
+    workdir = tmp_path / "run"
+    train_and_evaluate(config, str(workdir))
+    path = workdir / "config.json"
+    whole = path.read_text()
+    config.seed, config.train.steps = 7, 4
+    for damaged in (whole[: len(whole) // 2], "", "[1, 2]", None):
+        if damaged is None:
+            path.unlink()
+        else:
+            path.write_text(damaged)
+        for attempt in (
+            lambda: train_and_evaluate(config, str(workdir)),
+            lambda: load_run(str(workdir)),
+        ):
+            with pytest.raises(ValueError, match=f"{path} is (damaged|missing)"):
+                attempt()
+        assert load_run_files(workdir) == (damaged, 2)
+    path.write_text(whole)
+    assert load_run(str(workdir)).state.step == 2
+
+
+def load_run_files(workdir: Path) -> tuple[str | None, int]:
+    """config.json's text (None when absent) and the latest checkpoint's step."""
+    path = workdir / "config.json"
+    steps = [int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit()]
+    return (path.read_text() if path.exists() else None), max(steps)
+
+
+def test_a_checkpoint_without_checksums_is_said_unverified_and_bad_weights_refused(
+    tmp_path, capsys
+):
+    """checksums.json deleted: the reader says the bytes are unverified; with bytes flipped
+    too, weights that are no longer finite are refused instead of decoded from."""
+    config = tiny_config(tmp_path / "tfds", steps_=2, generate_eval=False, **EVERY_STEP)
+    workdir = tmp_path / "run"
+    train_and_evaluate(config, str(workdir))
+    checkpoint = workdir / "checkpoints" / "2"
+    (checkpoint / "checksums.json").unlink()
+    capsys.readouterr()
+    assert int(load_run(str(workdir)).state.step) == 2
+    assert capsys.readouterr().err == (
+        f"note: checkpoint {checkpoint} has no checksums.json: its bytes are unverified\n"
+    )
+    # A parameter set to infinity, as flipped exponent bits make it, saved without checksums.
+    with Checkpointer(workdir, every=1, keep=10) as checkpointer:
+        state, data = checkpointer.restore(load_run(str(workdir)).state)
+        params = jax.tree.map(lambda x: x.at[..., 0].set(jnp.inf), state.params)
+        checkpointer.save(3, state.replace(params=params, step=3), data)
+    (workdir / "checkpoints" / "3" / "checksums.json").unlink()
+    with pytest.raises(ValueError, match=r"checkpoint .*/3 holds non-finite weights \(params\["):
+        load_run(str(workdir))

@@ -1,6 +1,7 @@
 """A run keeps its tokenizer: an edited corpus is refused on resume, never silently remapped, and
 a moved one does not stop the run from being sampled (the vocabulary is in the run directory)."""
 
+import json
 import re
 import shutil
 
@@ -9,6 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 from transformer_jax import decoding, defaults
+from transformer_jax.analysis import tokens
 from transformer_jax.data import tokenizers
 from transformer_jax.run_dir import TOKENIZER_FILE, TOKENIZER_MODEL_FILE
 from transformer_jax.train.restore import load_run
@@ -161,3 +163,27 @@ def test_a_damaged_cached_model_names_the_file_and_the_fix(tmp_path):
     with pytest.raises(ValueError, match=re.escape(f"{cached} cannot be read")) as error:
         tokenizers.load_or_train_sentencepiece(cached, list, vocab_size=30, max_chars=10)
     assert "delete it to have it trained again" in str(error.value)
+
+
+@pytest.mark.parametrize("alphabet", [None, 5, ""])
+def test_a_char_tokenizer_file_without_its_alphabet_is_damaged(tmp_path, alphabet):
+    tokenizers.write_tokenizer(tokenizers.CharTokenizer("abc"), tmp_path)
+    path = tmp_path / TOKENIZER_FILE
+    spec = json.loads(path.read_text())
+    if alphabet is None:
+        del spec["alphabet"]
+    else:
+        spec["alphabet"] = alphabet
+    path.write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match=re.escape(f"{path} is damaged")):
+        tokenizers.read_tokenizer(tmp_path)
+
+
+def test_input_that_is_not_utf8_is_refused_in_one_line(sentencepiece_run):
+    """Bytes that are not UTF-8 on the command line reach Python as surrogates, which
+    SentencePiece cannot take (a RuntimeError from its bindings)."""
+    run, _ = sentencepiece_run
+    not_utf8 = b"ein \xff Hund".decode("utf-8", "surrogateescape")  # as sys.argv holds it
+    for tokenizer in (tokenizers.read_tokenizer(run), tokenizers.CharTokenizer("ein Hud")):
+        with pytest.raises(ValueError, match=re.escape("--input is not UTF-8 text (byte 0xff at")):
+            tokens.encode(tokenizer, not_utf8, field="input")

@@ -15,6 +15,16 @@ def encode(tokenizer: Tokenizer, text: str, field: str) -> list[int]:
     text corpus's alphabet) takes the text as it is: a character it lacks, whitespace included,
     is an error naming it, never dropped, since the prompt would then be another text.
     """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        # Python passes on argv's bytes that are not UTF-8 as the surrogates U+DC80..U+DCFF.
+        code = ord(text[error.start])
+        bad = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        raise ValueError(
+            f"--{field} is not UTF-8 text ({bad} at character {error.start}); give UTF-8 text "
+            "(check the encoding of the terminal or the file it came from)"
+        ) from None
     encoded = text
     alphabet = getattr(tokenizer, "alphabet", None)
     if alphabet is not None:

@@ -88,9 +88,13 @@ def fit_batch(target: Target, max_compiles: int = 10, known: Program | None = No
         sides.append(fits(target, program))
         return sides[-1]
 
+    def affordable(multiple: int) -> bool:  # the known step costs no compile
+        known_step = known is not None and multiple * unit == target.batch_size
+        return len(tried) < max_compiles or known_step
+
     good, bad = 0, 0  # multiples of `unit` known to fit / not to fit (0: none known)
     multiple = max(target.batch_size // unit, 1)
-    while len(tried) < max_compiles and multiple not in tried and multiple * unit <= _MAX_BATCH:
+    while affordable(multiple) and multiple not in tried and multiple * unit <= _MAX_BATCH:
         if probe(multiple):
             good = multiple
         else:

@@ -223,13 +223,19 @@ def read_tokenizer(directory: str | os.PathLike) -> Tokenizer | None:
     if not os.path.exists(path):
         return None
     spec = run_dir.read_json(path)
-    if not isinstance(spec, dict) or spec.get("kind") not in ("char", "sentencepiece"):
+    alphabet = spec.get("alphabet") if isinstance(spec, dict) else None
+    char = isinstance(spec, dict) and spec.get("kind") == "char"
+    if (
+        not isinstance(spec, dict)
+        or spec.get("kind") not in ("char", "sentencepiece")
+        or (char and (not isinstance(alphabet, str) or not alphabet))
+    ):
         raise ValueError(
             f"{path} is damaged (not the JSON of a stored tokenizer); restore it from a copy "
             "of the run, or train in a new --workdir"
         )
     if spec["kind"] == "char":
-        return CharTokenizer(spec["alphabet"], source=spec.get("source", "the alphabet"))
+        return CharTokenizer(alphabet, source=spec.get("source", "the alphabet"))
     model_path = os.path.join(directory, run_dir.TOKENIZER_MODEL_FILE)
     try:
         with open(model_path, "rb") as f:

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from transformer_jax.config import ModelConfig
 from transformer_jax.decoding import search
 from transformer_jax.decoding.beam import beam_search
+from transformer_jax.decoding.memory import check_beam_fits
 from transformer_jax.decoding.steps import cached_step
 from transformer_jax.families import check_decodable
 from transformer_jax.layers.positional import ENCODINGS
@@ -119,7 +120,13 @@ def generate(model, variables, inputs_BS, config: DecodeConfig = DecodeConfig(),
     """Decodes `inputs_BS` (see `make_generate_fn`); `rng` seeds sampling."""
     inputs_BS = jnp.asarray(inputs_BS, jnp.int32)
     rng = jax.random.PRNGKey(0) if rng is None else rng
-    return make_generate_fn(model, config, inputs_BS.shape)(variables, inputs_BS, rng)
+    generate_fn = make_generate_fn(model, config, inputs_BS.shape)
+    if config.strategy == "beam":
+        new_tokens = resolve_max_new_tokens(model.config, config, inputs_BS.shape[1])
+        prompted = check_decodable(model.config).decodes == "prompt"
+        length = (inputs_BS.shape[1] if prompted else 0) + new_tokens
+        check_beam_fits(model, variables, inputs_BS, config.beam_size, length)
+    return generate_fn(variables, inputs_BS, rng)
 
 
 def _generate(variables, inputs_BS, rng, *, model, config: DecodeConfig, max_new_tokens: int):

@@ -68,10 +68,11 @@ def setting_name(setting: Mapping[str, Any]) -> str:
 
 
 def _text(value: Any) -> str:
-    # repr keeps floats exact (1e-05, 0.002); other scalars as the config flag would spell them.
+    # repr keeps floats exact (1e-05, 0.002; 1e+30 written 1e30, as "+" is no name character,
+    # and read back as the same float); other scalars as the config flag would spell them.
     if isinstance(value, bool):
         return str(value).lower()
-    return repr(value) if isinstance(value, float) else str(value)
+    return repr(value).replace("e+", "e") if isinstance(value, float) else str(value)
 
 
 def settings(grid: Mapping[str, Sequence[Any]]) -> dict[str, dict[str, Any]]:

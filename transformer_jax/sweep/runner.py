@@ -236,17 +236,22 @@ def check_commands(specs: Sequence[RunSpec]) -> None:
     """Raises ValueError if a run directory was made by a different command.
 
     Mixing results of another config, quick setting or override into a table would be silent
-    corruption; a changed sweep needs a fresh workdir. The interpreter path is not compared.
+    corruption; a changed sweep needs a fresh workdir. The interpreter path is not compared,
+    nor the run's --workdir: a sweep directory moved elsewhere holds the same runs.
     """
     for spec in specs:
         previous = _read_command(spec.path)
-        wanted = [_absolute_workdir(arg) for arg in spec.argv[1:]]
-        if previous is not None and _trainer_args(previous) != wanted:
+        wanted = _without_workdir(spec.argv[1:])
+        if previous is not None and _without_workdir(_trainer_args(previous)) != wanted:
             raise ValueError(
                 f"run directory {spec.path} was made by a different command:\n  {previous}\n"
                 f"this sweep would run:\n  {shlex.join(spec.argv)}\n"
-                "use a new --workdir for a changed sweep (or delete that run directory)"
+                "use a new --workdir for a changed sweep (the runs here stay as they are)"
             )
+
+
+def _without_workdir(args: list[str]) -> list[str]:
+    return [arg for arg in args if not arg.startswith("--workdir=")]
 
 
 def _fmt_duration(seconds: float) -> str:

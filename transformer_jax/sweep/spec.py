@@ -591,6 +591,22 @@ def check_overrides(sweep: Sweep, config_arg: str) -> None:
                     f"variants[{name!r}][{key!r}] = {value!r} ({type(value).__name__}), but the "
                     f"field in {sweep.config} is {field_type.__name__}"
                 )
+        _check_wandb(name, overrides, config)
+
+
+def _check_wandb(variant: str, overrides: Mapping[str, Any], config) -> None:
+    """A variant that logs to W&B without wandb installed would fail only when its turn comes,
+    after the variants before it trained: refused with the other overrides instead."""
+    try:
+        project = overrides.get("train.wandb_project", config.train.wandb_project)
+    except AttributeError:  # a config without the field
+        return
+    if project and importlib.util.find_spec("wandb") is None:
+        raise ValueError(
+            f"variants[{variant!r}] runs with train.wandb_project={project!r}, which needs the "
+            "wandb package, not installed: pip install -r requirements-wandb.txt, or set it "
+            "to '' (off)"
+        )
 
 
 def with_nuisance_default(sweep: Sweep) -> Sweep:

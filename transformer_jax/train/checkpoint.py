@@ -43,6 +43,7 @@ per save, in orbax's background thread (from the page cache, just written), and 
 """
 
 import base64
+import contextlib
 import glob
 import hashlib
 import json
@@ -51,6 +52,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 from typing import Any
 
 import orbax.checkpoint as ocp
@@ -251,6 +253,7 @@ class Checkpointer:
     def _save_failed(self, step: int, error: Exception) -> CheckpointSaveError:
         self._failed = True
         _quiet_failed_save_aftermath(failed=True)
+        _wait_for_orbax_writes()
         # The half-written step: never a checkpoint, and its space may be what the summary needs.
         for partial in glob.glob(os.path.join(self.directory, f"{step}.orbax-checkpoint-tmp*")):
             shutil.rmtree(partial, ignore_errors=True)
@@ -413,6 +416,24 @@ class Checkpointer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+# How long a failed save waits for its writes still in flight (each fails at once on a full disk).
+_IN_FLIGHT_WAIT_S = 60.0
+
+
+def _wait_for_orbax_writes() -> None:
+    """Waits (bounded) for the array writes of a failed save still running in orbax's
+    background threads: orbax's wait ends at the first error (its step metadata, say), and the
+    writes in flight would recreate the half-written step after it is deleted, and report their
+    own errors after the Checkpointer that quiets them has closed."""
+    from orbax.checkpoint._src.futures import future  # orbax's thread class, not public API
+
+    deadline = time.monotonic() + _IN_FLIGHT_WAIT_S
+    for thread in threading.enumerate():
+        if isinstance(thread, future._SignalingThread) and thread is not threading.current_thread():
+            with contextlib.suppress(Exception):  # its own error is the save's, reported once
+                threading.Thread.join(thread, max(0.0, deadline - time.monotonic()))
 
 
 def _sha256(path: str) -> str:

@@ -20,7 +20,6 @@ import math
 import os
 import sys
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Any, TextIO
 
@@ -28,26 +27,7 @@ import numpy as np
 
 from transformer_jax.run_dir import METRICS_FILE, RunSummary, write_summary, write_text
 from transformer_jax.tracking.run import RunTracking
-
-
-def _import_summary_writer():
-    """tensorboardX's SummaryWriter, imported without PyTorch.
-
-    tensorboardX imports torch whenever it is installed (the benchmarks install it), which adds
-    ~1-2 s to the start-up of every run, for tensor conversions this logger never uses; a None
-    entry in sys.modules makes that optional import fail as if torch were absent."""
-    blocked = "torch" not in sys.modules
-    if blocked:
-        sys.modules["torch"] = None
-    try:
-        from tensorboardX import SummaryWriter
-    finally:
-        if blocked:
-            del sys.modules["torch"]
-    return SummaryWriter
-
-
-SummaryWriter = _import_summary_writer()
+from transformer_jax.train.event_file import EventFile
 
 _RESERVED = ("step", "split", "time")
 
@@ -107,7 +87,7 @@ class MetricsLogger:
         self._time_offset = 0.0
         # Opened lazily so `truncate_after` can run before anything is appended.
         self._file: TextIO | None = None
-        self._writer: SummaryWriter | None = None
+        self._writer: EventFile | None = None
         self._purge_step: int | None = None
         self._last_train: tuple[int, float] | None = None  # (step, monotonic time)
         self._last_console = -math.inf
@@ -166,19 +146,18 @@ class MetricsLogger:
             "time": self.elapsed(),
             **values,
         }
-        if self._file is None:
-            self._file = open(self.path, "a")  # noqa: SIM115 (lives until close())
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        try:
+            if self._file is None:
+                self._file = open(self.path, "a")  # noqa: SIM115 (lives until close())
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
+        except OSError as error:  # a full disk: say which file (the OSError of a write does not)
+            if error.filename is not None:
+                raise
+            raise OSError(error.errno, error.strerror, self.path) from error
 
         if self._writer is None:
-            # tensorboardX names files by the second; the suffix keeps a resumed run's
-            # file from overwriting the crashed run's when both start in one second.
-            self._writer = SummaryWriter(
-                logdir=self.workdir,
-                purge_step=self._purge_step,
-                filename_suffix=f".{uuid.uuid4().hex[:8]}",
-            )
+            self._writer = EventFile(self.workdir, self._purge_step)
         for name, value in values.items():
             self._writer.add_scalar(f"{split}/{name}", value, int(step))
         if self._tracking is not None:
@@ -224,18 +203,8 @@ class MetricsLogger:
 
     def _close_writer(self) -> None:
         writer, self._writer = self._writer, None
-        if writer is None:
-            return
-        file_writers = list((writer.all_writers or {}).values())
-        try:
+        if writer is not None:
             writer.close()
-        except OSError:
-            # tensorboardX flushes again from an atexit hook of each file writer, which would
-            # fail with a traceback the same way: the events that could not be written are lost
-            # either way, so mark them closed.
-            for file_writer in file_writers:
-                file_writer.event_writer._closed = True
-            raise
 
     def _close_tracking(self) -> None:
         if self._tracking is not None:

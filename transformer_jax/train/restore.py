@@ -11,6 +11,7 @@ from pathlib import Path
 
 import jax
 import ml_collections
+import numpy as np
 
 from transformer_jax import data, run_dir
 from transformer_jax.config import ModelConfig, TrainConfig
@@ -19,7 +20,7 @@ from transformer_jax.data.info import Tokenizer
 from transformer_jax.families import family_of
 from transformer_jax.models import build_model
 from transformer_jax.train import step as steps
-from transformer_jax.train.checkpoint import Checkpointer
+from transformer_jax.train.checkpoint import CHECKSUMS_FILE, Checkpointer
 from transformer_jax.train.optimizer import make_optimizer
 
 
@@ -70,11 +71,38 @@ class LoadedRun:
         return variables
 
 
+def _check_weights(checkpoint: Path, params) -> None:
+    """Refuses non-finite weights, and says on stderr when the checkpoint's bytes could not be
+    verified: without its CHECKSUMS_FILE (a checkpoint older than checksums, or one that lost
+    them) flipped bytes restore as other weights unnoticed."""
+    unverified = not (checkpoint / CHECKSUMS_FILE).exists()
+    leaves = jax.tree_util.tree_leaves_with_path(params)
+    bad = [jax.tree_util.keystr(p) for p, x in leaves if not np.isfinite(np.asarray(x)).all()]
+    if bad:
+        why = f"; it has no {CHECKSUMS_FILE}, so it may be damaged" if unverified else ""
+        raise ValueError(
+            f"checkpoint {checkpoint} holds non-finite weights (params{bad[0]}"
+            f"{f' and {len(bad) - 1} more' if len(bad) > 1 else ''}){why}; load an earlier "
+            "checkpoint or train again"
+        )
+    if unverified:
+        print(
+            f"note: checkpoint {checkpoint} has no {CHECKSUMS_FILE}: its bytes are unverified",
+            file=sys.stderr,
+        )
+
+
 def load_run(workdir: str, step: int | None = None) -> LoadedRun:
     """The latest (or the given) checkpoint of a run written by `train_and_evaluate`."""
     workdir = Path(workdir).expanduser()
-    resolved = run_dir.read_config(workdir)
+    resolved = run_dir.read_run_config(workdir)
     if resolved is None:
+        seeds = run_dir.group_seeds(workdir)
+        if seeds:
+            raise ValueError(
+                f"--workdir={workdir} holds a seed group: name one of its runs, e.g. "
+                f"--workdir={workdir / seeds[0]}"
+            )
         raise ValueError(
             f"--workdir={workdir} holds no run (no {run_dir.CONFIG_FILE}); train one first"
         )
@@ -97,5 +125,6 @@ def load_run(workdir: str, step: int | None = None) -> LoadedRun:
     if restored is None:
         raise ValueError(f"--workdir={workdir} has no checkpoint to load")
     state, _ = restored
+    _check_weights(workdir / run_dir.CHECKPOINT_DIR / str(int(state.step)), state.params)
     stored_tokenizer = tokenizers.read_tokenizer(workdir)
     return LoadedRun(workdir, config, model_config, model, state, stored_tokenizer)

@@ -32,7 +32,7 @@ def resume_changes(workdir: Path, resolved: dict) -> dict[str, dict]:
     fields present in both are compared, so a field added to the code later (with a default that
     keeps the old behaviour) does not lock old run directories. Reads, never writes.
     """
-    previous = run_dir.read_config(workdir)
+    previous = run_dir.read_run_config(workdir)  # a damaged one is refused, never skipped
     if previous is None:
         return {}
     previous = run_dir.effective_config(previous)

@@ -183,6 +183,7 @@ def train_seed_group(
     CheckpointSaveError (after writing the "failed" summary of the seed that could not save).
     """
     seeds = check_seeds(seeds)
+    run_dir.check_layout(Path(workdir).expanduser(), group=True)
     phases = Phases()  # The group's wall time; see train/timing.py.
     prepared = prepare(config, phases)
     check_group_parallelism(prepared.train_cfg)

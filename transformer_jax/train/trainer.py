@@ -260,6 +260,7 @@ def train_and_evaluate(
     "diverged" one. `phases` (default: a new one) times the run; a caller that passes its own
     reads more of it than the summary holds (its CPU time: benchmarks/loop_cost.py).
     """
+    run_dir.check_layout(Path(workdir).expanduser(), group=False)
     phases = phases or Phases()  # Where the wall time goes; see train/timing.py.
     prepared = prepare(config, phases)
 
