@@ -1,0 +1,67 @@
+"""Table 4 under tensor2tensor's recipe, second pass: its length buckets and its halting unit,
+at the fitted warmup
+
+experiments/universal_table4_t2t.py copies tensor2tensor's recipe but for two things it did not
+list, which this sweep removes (lines at tensorflow/tensor2tensor commit bafdc1b6):
+- offsets per length bucket: tensor2tensor draws one position offset per batch in [0, batch
+  length) (models/research/universal_transformer_util.py:1413-1418), and batches by length
+  bucket (utils/data_reader.py:438-451; boundaries 8, 9, ..., 236 from :71-79 with
+  common_hparams.py's min_length_bucket=8, length_bucket_step=1.1), each batch padded to its
+  own longest example, so a short example's offset stays below about its own length, in
+  training and at evaluation. Batches padded to the split's longest (400 tokens on test_long)
+  let a length-3 example start anywhere in [0, 400), at positions never trained. Here
+  data.bucket_by_length="t2t" for training and for every evaluation split;
+- the halting unit's input: tensor2tensor's ACT reads p = dense(step_preprocess(state)), the
+  state after the step's position and step signals, before the block
+  (universal_transformer_util.py:1093-1108): model.universal.halting_input="step_input".
+Beside them it keeps experiments/universal_table4_t2t_warmup.py's fitted warmup (1,000 steps,
+the same 2.0e-3 peak; a departure from models/transformer.py:1851) and every departure
+universal_table4_t2t.py lists, but one: batches hold 64 sequences at every length, where
+tensor2tensor's hold 4,096 tokens (batch_size // bucket length sequences,
+utils/data_reader.py:113-114), so its short buckets carry more sequences per step. The UT without
+ACT is left out (the budget; its rows under the earlier passes are committed): the Transformer
+and UT+ACT, 3 seeds, on copy (this file) and reverse (universal_table4_t2t_buckets_reverse.py).
+
+Readings: at plain positions (the runs' own evaluation, summary.json), and at tensor2tensor's
+random offsets, per bucketed batch, with reread_positions (the run's config buckets the
+evaluation batches too). experiments/reports/table4.py reports both.
+
+Budget: BUDGET below, measured by timed 100-step runs. The commands:
+
+  python -m transformer_jax.sweep --sweep=experiments/universal_table4_t2t_buckets.py \
+      --workdir=results/universal_table4_t2t_buckets/copy --parallel=2 --seed_groups=false
+  python -m transformer_jax.sweep --sweep=experiments/universal_table4_t2t_buckets_reverse.py \
+      --workdir=results/universal_table4_t2t_buckets/reverse --parallel=2 --seed_groups=false
+  for run in results/universal_table4_t2t_buckets/*/ut_act/seed_*; do
+      python -m transformer_jax.analysis.reread_positions --workdir=$run \
+          --eval_positions=step_offset --splits=test,test_long
+  done
+  python -m experiments.reports.table4 --results=results/universal_table4_t2t_buckets
+"""
+
+import dataclasses
+import runpy
+from pathlib import Path
+
+BUDGET = "measured: see the module docstring"
+
+BUCKETS = {"data.bucket_by_length": "t2t"}
+HALTING = {"model.universal.halting_input": "step_input"}
+
+
+def make_sweep(task: str):
+    """Transformer and UT+ACT on one task of configs/universal_table4.py, bucketed."""
+    here = Path(__file__).parent
+    t2t = runpy.run_path(str(here / "universal_table4_t2t.py"))
+    fitted = runpy.run_path(str(here / "universal_table4_t2t_warmup.py"))["fitted_warmup"]
+    base = t2t["make_sweep"](task)
+    common = {**fitted(t2t["RECIPE"]), **BUCKETS}
+    variants = {
+        "transformer": {**base.variants["transformer"], **common},
+        "ut_act": {**base.variants["ut_act"], **common, **HALTING},
+    }
+    return dataclasses.replace(base, variants=variants, description="")
+
+
+def get_sweep():
+    return make_sweep("copy")
