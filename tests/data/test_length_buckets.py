@@ -132,3 +132,28 @@ def test_eval_batches_hold_one_bucket_and_every_example_once(t2t_copy, data_dir,
     # A short example's batch is short: a length-3 test_long example never meets offset 300.
     short = [b for b in batches if (b["example_weights"] > 0).any() and b["inputs"].shape[1] < 8]
     assert short
+
+
+def test_one_length_per_batch_spreads_each_rows_random_positions_over_the_range(tmp_path):
+    """Ruoss et al.'s batches (data.bucket_by_length="each"): one length per batch, so the
+    batch's one sorted subset of [0, L) (batch_randomized) is every row's own, spread over the
+    range: the last of n sorted uniform draws from L slots has mean L - 1 - (L - n) / (n + 1)."""
+    config = small_config("reverse", tmp_path, layout="prompt", bucket_by_length="each")
+    dataset = load_dataset(config)
+    batches = list(itertools.islice(dataset.train_iterator(seed=0, batch_size=8), 40))
+    table = 64
+    by_width = {}
+    for batch in batches:
+        real_T = batch["targets"] > 0
+        lengths = set(real_T.sum(axis=1).tolist())
+        assert lengths == {batch["targets"].shape[1]}  # one length, padded to nothing more
+        by_width.setdefault(batch["targets"].shape[1], batch)
+    assert len(by_width) > 3
+    keys = jax.random.split(jax.random.PRNGKey(0), 2000)
+    for width, batch in by_width.items():
+        valid_BT = jnp.asarray(batch["targets"] > 0)
+        draw = jax.vmap(lambda k, v=valid_BT: training_positions("batch_randomized", k, v, table))
+        pos_KBT = np.asarray(jax.jit(draw)(keys))
+        assert np.all(np.diff(pos_KBT, axis=-1) > 0) and pos_KBT.max() < table
+        expected_last = table - 1 - (table - width) / (width + 1)
+        np.testing.assert_allclose(pos_KBT[:, :, -1].mean(), expected_last, rtol=0.03)

@@ -93,6 +93,9 @@ def alibi_bias(
 # it again at every recurrent step (see `step_offsets`).
 EVAL_POSITIONS = ("plain", "batch_offset", "step_offset", "randomized", "batch_randomized")
 TRAIN_POSITIONS = ("plain", "offset", *EVAL_POSITIONS[1:])
+# batch_randomized's second draw (which of its T positions the rows read) folds this into the
+# batch key: jax.random.choice's own use of the key correlates with fold_in(key, 1).
+_SUBSET_STREAM = 0x5EED
 
 
 def batch_offset_bound(length: int, max_len: int) -> int:
@@ -132,11 +135,14 @@ def training_positions(
     randomized: row b's real tokens get n_b positions drawn uniformly without replacement
       from [0, max_len) and sorted; drawn per row and for the real length, not the padded one,
       so that long rows and short rows alike reach the end of the range.
-    batch_randomized: Ruoss et al. (2023)'s code (models/positional_encodings.py,
+    batch_randomized: Ruoss et al. (2023)'s code (models/positional_encodings.py:218-224,
       noisy_fixed_positional_encodings: `jrandom.choice(rng, jnp.arange(noise_max_length),
-      shape=(sequence_length,), replace=False)` then `jnp.sort`): ONE sorted subset of T
-      positions per batch, T its padded length, shared by every row (a row of n_b real tokens
-      reads the first n_b).
+      shape=(sequence_length,), replace=False)` then `jnp.sort`): ONE sorted subset per batch,
+      of as many positions as its longest row has real tokens, shared by every row (a row of
+      n_b real tokens reads the first n_b). Their batches hold one length each (their
+      curriculum draws one per step: experiments/training.py:258-261, curriculum.py:68-71;
+      here data.bucket_by_length="each"), so every row's subset spreads over [0, max_len); in
+      a batch of mixed lengths the short rows' positions bunch at the low end.
     Padding gets distinct unused positions (offset: clipped to max_len - 1); attention masks
     it out.
     """
@@ -157,8 +163,15 @@ def training_positions(
         offset = jax.random.randint(key, (), 0, batch_offset_bound(length, max_len))
         return jnp.broadcast_to(offset + jnp.arange(length, dtype=jnp.int32), (batch, length))
     if scheme == "batch_randomized":
-        subset_T = jax.random.choice(key, max_len, shape=(length,), replace=False)
-        return jnp.broadcast_to(jnp.sort(subset_T).astype(jnp.int32), (batch, length))
+        # One sorted subset for the batch's longest real row, n_max of the max_len positions:
+        # a uniform n_max-subset of a uniform T-subset, so a batch padded past its rows (T >
+        # n_max) spreads them over the range too; with n_max = T it is the T-subset itself.
+        subset_T = jnp.sort(jax.random.choice(key, max_len, shape=(length,), replace=False))
+        scores_T = jax.random.uniform(jax.random.fold_in(key, _SUBSET_STREAM), (length,))
+        chosen_T = jnp.argsort(jnp.argsort(scores_T)) < n_B1.max()
+        slots_T = jnp.arange(length, dtype=jnp.int32)
+        order_T = jnp.argsort(jnp.where(chosen_T, 0, length) + slots_T)  # chosen first, in order
+        return jnp.broadcast_to(subset_T[order_T].astype(jnp.int32), (batch, length))
     if scheme == "randomized":
         # The n_b slots of lowest random score are chosen; sorting chosen-first, then by slot,
         # lists them in increasing order, followed by the unchosen ones.
