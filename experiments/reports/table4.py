@@ -192,9 +192,9 @@ def table4(results: Path, offsets: str = "step_offset") -> str:
         "`python -m experiments.reports.table4`, whose docstring gives the verdicts' rules.",
     ]
     readings = [PLAIN]
-    if any(
-        per_seed(r, v, CHAR, offsets) for r in records.values() for v in VARIANTS | T2T_VARIANTS
-    ):
+    # Only a run read again makes the second table; plain-trained runs alone would just repeat
+    # their plain cells beside empty ones.
+    if any(reread_metrics(run, offsets) for runs in records.values() for run in runs.values()):
         readings.append(offsets)
     for reading in readings:
         if len(readings) > 1:
