@@ -67,40 +67,45 @@ def test_t2t_boundaries_are_tensor2tensors():
 
 
 def _check_batch(batch, positions_key, checked_shapes: set):
-    """Every real example in the batch's bucket, the batch padded to its longest, and its
-    offsets (training_positions' step-0 draw and every recurrent step's) below its length,
-    drawn once per shape (each new shape traces the position ops again)."""
+    """Every real example in the batch's bucket, the batch padded to the power of two above its
+    longest, and its offsets (training_positions' step-0 draw and every recurrent step's) below
+    its longest real row, the length tensor2tensor pads its batch to; drawn once per shape and
+    longest row (each new shape traces the position ops again)."""
     real = batch["example_weights"] > 0
-    lengths = [
-        _t2t_length(x, y)
-        for x, y in zip(batch["inputs"][real], batch["targets"][real], strict=True)
-    ]
+    inputs, targets = batch["inputs"][real], batch["targets"][real]
+    lengths = [_t2t_length(x, y) for x, y in zip(inputs, targets, strict=True)]
     bounds = {_bucket_bounds(n) for n in lengths}
     assert len(bounds) == 1, f"lengths {sorted(set(lengths))} span buckets {bounds}"
     low, high = bounds.pop()
     assert low <= min(lengths) and max(lengths) < high
-    longest_input = max(len(unpadded(x)) for x in batch["inputs"][real])
-    assert batch["inputs"].shape[1] == longest_input  # padded to its own longest, as padded_batch
-    assert batch["targets"].shape[1] == max(lengths)
-    if batch["inputs"].shape in checked_shapes:
+    longest_input = max(len(unpadded(x)) for x in inputs)
+    assert batch["inputs"].shape[1] in (pipeline.padded_size(longest_input, 10**9), 40, 120)
+    assert batch["inputs"].shape[1] >= longest_input
+    key = (batch["inputs"].shape, longest_input)
+    if key in checked_shapes:
         return
-    checked_shapes.add(batch["inputs"].shape)
-    for key in ("inputs", "targets"):
-        valid_BT = jnp.asarray(batch[key] > 0)
-        if key == "targets":  # EOS and the shifted decoder input count as real positions
-            valid_BT = jnp.ones_like(valid_BT)
+    checked_shapes.add(key)
+    for name in ("inputs", "targets"):
+        valid_BT = jnp.asarray(batch[name] > 0)
+        if name == "targets":  # the decoder reads BOS and the targets but their EOS
+            valid_BT = (
+                jnp.asarray(np.arange(valid_BT.shape[1]) < max(lengths))[None]
+                & (jnp.asarray(batch["example_weights"] > 0)[:, None])
+            )
+        longest = int(valid_BT.sum(axis=1).max())
         length = valid_BT.shape[1]
         pos_BT = training_positions("step_offset", positions_key, valid_BT, MAX_POSITIONS)
         offsets = np.concatenate(
             [
                 np.asarray(pos_BT[:, 0]),
-                np.asarray(step_offsets(positions_key, 8, length, MAX_POSITIONS)),
+                np.asarray(step_offsets(positions_key, 8, length, MAX_POSITIONS, longest)),
             ]
         )
-        # tensor2tensor's limit: one offset in [0, batch length); so for every example of n
-        # tokens, offset + n <= 2 x batch length - 1, and the batch length is its bucket's.
-        assert (offsets >= 0).all() and (offsets < length).all()
-        assert length < high
+        # tensor2tensor's limit: one offset in [0, batch length), its batch padded to its
+        # longest example; so for an example of n tokens, offset + n <= 2 x longest - 1, and
+        # the longest is in the example's own bucket.
+        assert (offsets >= 0).all() and (offsets < longest).all()
+        assert longest < high
 
 
 def test_training_batches_hold_one_bucket_and_offsets_below_their_length(t2t_copy):
@@ -130,8 +135,15 @@ def test_eval_batches_hold_one_bucket_and_every_example_once(t2t_copy, data_dir,
 
     assert examples(batches) == examples(plain)
     # A short example's batch is short: a length-3 test_long example never meets offset 300.
-    short = [b for b in batches if (b["example_weights"] > 0).any() and b["inputs"].shape[1] < 8]
+    short = [b for b in batches if (b["example_weights"] > 0).any() and b["inputs"].shape[1] <= 8]
     assert short
+    # The offsets follow the real rows: a batch padded past them draws below its longest.
+    valid_BT = jnp.asarray(np.arange(16)[None, :] < np.array([[3], [2]]))
+    draws = [
+        training_positions("batch_offset", jax.random.PRNGKey(k), valid_BT, MAX_POSITIONS)[0, 0]
+        for k in range(40)
+    ]
+    assert set(np.asarray(draws).tolist()) == {0, 1, 2}
 
 
 def test_one_length_per_batch_spreads_each_rows_random_positions_over_the_range(tmp_path):
@@ -144,16 +156,17 @@ def test_one_length_per_batch_spreads_each_rows_random_positions_over_the_range(
     table = 64
     by_width = {}
     for batch in batches:
-        real_T = batch["targets"] > 0
-        lengths = set(real_T.sum(axis=1).tolist())
-        assert lengths == {batch["targets"].shape[1]}  # one length, padded to nothing more
-        by_width.setdefault(batch["targets"].shape[1], batch)
+        lengths = set((batch["targets"] > 0).sum(axis=1).tolist())
+        assert len(lengths) == 1  # one length per batch
+        (n,) = lengths
+        assert batch["targets"].shape[1] == pipeline.padded_size(n, dataset.info.padded_lengths("train")[1])
+        by_width.setdefault(n, batch)
     assert len(by_width) > 3
     keys = jax.random.split(jax.random.PRNGKey(0), 2000)
-    for width, batch in by_width.items():
+    for n, batch in by_width.items():
         valid_BT = jnp.asarray(batch["targets"] > 0)
         draw = jax.vmap(lambda k, v=valid_BT: training_positions("batch_randomized", k, v, table))
-        pos_KBT = np.asarray(jax.jit(draw)(keys))
-        assert np.all(np.diff(pos_KBT, axis=-1) > 0) and pos_KBT.max() < table
-        expected_last = table - 1 - (table - width) / (width + 1)
-        np.testing.assert_allclose(pos_KBT[:, :, -1].mean(), expected_last, rtol=0.03)
+        pos_KBn = np.asarray(jax.jit(draw)(keys))[:, :, :n]  # each row's real positions
+        assert np.all(np.diff(pos_KBn, axis=-1) > 0) and pos_KBn.max() < table
+        expected_last = table - 1 - (table - n) / (n + 1)
+        np.testing.assert_allclose(pos_KBn[:, :, -1].mean(), expected_last, rtol=0.03)

@@ -27,7 +27,8 @@ LAYOUTS = ("seq2seq", "prompt")
 # data.bucket_by_length: none, every batch padded to its split's longest row; t2t,
 # tensor2tensor's length buckets (`pipeline.t2t_bucket_boundaries`); each, one length per batch
 # (Ruoss et al. 2023's curriculum draws one length per training step). A bucketed batch is
-# padded to its own longest example, as tf's padded_batch pads tensor2tensor's.
+# padded to the power of two at or above its longest example (tensor2tensor's padded_batch pads
+# to the longest itself; the random positions read the longest real row either way).
 BUCKET_BY_LENGTH = ("none", "t2t", "each")
 T2T_MAX_LENGTH = 256  # transformer_base_v1's max_length (models/transformer.py:1778)
 PROMPT_SEPARATOR = "="  # between a prompt's inputs and answer; in no task's alphabet
@@ -206,21 +207,25 @@ class AlgorithmicData:
         n_in, n_tgt = len(example["inputs"]), len(example["targets"])
         return n_in + n_tgt + 2 if self._prompt else max(n_in, n_tgt) + 1
 
-    def _own_length_rows(self, examples: Sequence[dict[str, Any]]) -> list:
-        """Rows padded to these examples' longest, not to the split's: a bucketed batch."""
+    def _own_length_rows(self, examples: Sequence[dict[str, Any]], split: str) -> list:
+        """Rows of a bucketed batch: padded to the power of two at or above these examples'
+        longest, at most the split's length, so a few shapes compile (the offsets read the
+        batch's longest real row, not its padding: layers/positional.batch_offset_bound)."""
+        input_cap, target_cap = self.info.padded_lengths(split)
         if self._prompt:
             separator = self.info.vocab_size - 1
-            length = max(self._example_length(ex) for ex in examples)
+            length = pipeline.padded_size(max(map(self._example_length, examples)), target_cap)
             return [prompt_row(ex["inputs"], ex["targets"], separator, length) for ex in examples]
-        input_len = max(len(ex["inputs"]) for ex in examples)
-        target_len = max(len(ex["targets"]) for ex in examples) + 1
+        input_len = pipeline.padded_size(max(len(ex["inputs"]) for ex in examples), input_cap)
+        target_len = pipeline.padded_size(
+            max(len(ex["targets"]) for ex in examples) + 1, target_cap
+        )
         return [seq2seq_row(ex["inputs"], ex["targets"], input_len, target_len) for ex in examples]
 
     def _read_batch(self, source, indices: np.ndarray) -> Batch:
         examples = source.__getitems__([int(i) for i in indices])
-        return stack(
-            self._own_length_rows(examples) if self._bucketed else self._rows(examples, "train")
-        )
+        rows = self._own_length_rows if self._bucketed else self._rows
+        return stack(rows(examples, "train"))
 
     def _read_examples(self, source, n: int) -> list:
         examples = []
@@ -246,7 +251,7 @@ class AlgorithmicData:
     def eval_batches(self, split: str, *, batch_size: int, max_examples: int | None) -> list:
         """The split's first `max_examples` in batches of `batch_size` (the last of each bucket
         filled with weight-0 rows); bucketed, each bucket's examples in their order, bucket by
-        bucket, every batch padded to its own longest example."""
+        bucket, every batch padded to about its own longest example."""
         source = open_split(self.tfds_name, split, self._data_dir)
         n = len(source) if max_examples is None else min(len(source), max_examples)
         examples = self._read_examples(source, n)
@@ -258,6 +263,6 @@ class AlgorithmicData:
         for bucket in range(int(bucket_of.max()) + 1):
             members = [examples[i] for i in np.flatnonzero(bucket_of == bucket)]
             for start in range(0, len(members), batch_size):
-                rows = self._own_length_rows(members[start : start + batch_size])
+                rows = self._own_length_rows(members[start : start + batch_size], split)
                 batches.append(stack(rows, batch_size))
         return batches

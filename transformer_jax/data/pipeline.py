@@ -127,6 +127,12 @@ def length_buckets(lengths: np.ndarray, boundaries: Sequence[int] | None) -> np.
     return np.unique(keys, return_inverse=True)[1].reshape(lengths.shape)
 
 
+def padded_size(longest: int, cap: int) -> int:
+    """The padded length of a bucketed batch: the power of two at or above `longest`, at most
+    `cap`; a handful of shapes, each compiled once."""
+    return min(cap, 1 << max(longest - 1, 0).bit_length())
+
+
 def shuffled_examples(
     source: Sequence[Any], *, seed: int, transform: Callable[[Any], Row]
 ) -> grain.IterDataset:

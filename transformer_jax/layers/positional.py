@@ -98,19 +98,26 @@ TRAIN_POSITIONS = ("plain", "offset", *EVAL_POSITIONS[1:])
 _SUBSET_STREAM = 0x5EED
 
 
-def batch_offset_bound(length: int, max_len: int) -> int:
-    """One past the largest batch offset: tensor2tensor's [0, T) for a batch T tokens long,
-    cut to [0, max_len - T] where the table is shorter than 2 T - 1."""
-    return min(length, max_len - length + 1)
+def batch_offset_bound(length: int, max_len: int, longest=None):
+    """One past the largest batch offset: tensor2tensor's [0, T) for a batch T tokens long
+    (`tf.random_uniform([], maxval=length)`, universal_transformer_util.py:1413-1418), cut to
+    [0, max_len - T] where the table is shorter than 2 T - 1. tensor2tensor pads a batch to its
+    longest example (tf's padded_batch), so T is that example's length: `longest`, the batch's
+    longest real row (an int32 scalar, possibly traced), where the batch is padded further;
+    default the padded length."""
+    own = length if longest is None else longest
+    return jnp.minimum(own, max_len - length + 1)
 
 
-def step_offsets(key: jnp.ndarray, num_steps: int, length: int, max_len: int) -> jnp.ndarray:
+def step_offsets(
+    key: jnp.ndarray, num_steps: int, length: int, max_len: int, longest=None
+) -> jnp.ndarray:
     """(num_steps,) int32 offsets, step u's from fold_in(key, u), each uniform in
     [0, batch_offset_bound): tensor2tensor draws `tf.random_uniform([], maxval=length)` inside
     every recurrent step of the Universal Transformer (universal_transformer_util.py, in
     add_position_timing_signal, called from step_preprocess). Step 0's offset is the
     batch_offset positions drawn from fold_in(key, 0)."""
-    bound = batch_offset_bound(length, max_len)
+    bound = batch_offset_bound(length, max_len, longest)
     return jnp.stack(
         [jax.random.randint(jax.random.fold_in(key, u), (), 0, bound) for u in range(num_steps)]
     )
@@ -127,9 +134,10 @@ def training_positions(
       (n_b its real tokens), so every position of the table is trained.
     batch_offset: tensor2tensor's position_start_index="random" (the Universal Transformer
       paper's algorithmic runs): every row's positions are o, o + 1, ... with one o per batch,
-      uniform in [0, T), T the batch's padded length (in [0, max_len - T] where the table is
-      shorter than 2 T). Training reaches positions up to about twice the training length, not
-      the whole table, and the task stays nearly as easy to learn as with plain positions.
+      uniform in [0, T), T the batch's longest real row, the length tensor2tensor's batch is
+      padded to (in [0, max_len - T_padded] where the table is shorter). Training reaches
+      positions up to about twice the training length, not the whole table, and the task stays
+      nearly as easy to learn as with plain positions.
     step_offset: batch_offset drawn from fold_in(key, 0); a Universal Transformer redraws it at
       every recurrent step (`step_offsets`), as tensor2tensor does.
     randomized: row b's real tokens get n_b positions drawn uniformly without replacement
@@ -160,7 +168,8 @@ def training_positions(
     if scheme in ("batch_offset", "step_offset"):
         if scheme == "step_offset":
             key = jax.random.fold_in(key, 0)
-        offset = jax.random.randint(key, (), 0, batch_offset_bound(length, max_len))
+        bound = batch_offset_bound(length, max_len, n_B1.max())
+        offset = jax.random.randint(key, (), 0, bound)
         return jnp.broadcast_to(offset + jnp.arange(length, dtype=jnp.int32), (batch, length))
     if scheme == "batch_randomized":
         # One sorted subset for the batch's longest real row, n_max of the max_len positions:

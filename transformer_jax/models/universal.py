@@ -147,7 +147,10 @@ class UniversalStack(TransformerStack):
         add_positional = AddPositional(cfg.positional, name="positional")
         if positions_key is not None and self._scheme(train) == "step_offset":
             (batch, length), d_model = x_BTD.shape[:2], x_BTD.shape[-1]
-            offsets_U = step_offsets(positions_key, num_steps, length, cfg.positional.max_len)
+            longest = valid_BT.sum(axis=1).max().astype(jnp.int32)  # the batch's own length
+            offsets_U = step_offsets(
+                positions_key, num_steps, length, cfg.positional.max_len, longest
+            )
             pos_UBT = offsets_U[:, None, None] + default_positions(x_BTD)[None]
             position = add_positional(
                 jnp.zeros((num_steps * batch, length, d_model), jnp.float32),
