@@ -21,8 +21,8 @@ Their training batches hold one length each: their curriculum draws one length p
 uniform over 1..L_train (experiments/training.py:258-261, curriculum.py:68-71), so a batch's
 one sorted subset is every sequence's own and spreads over [0, L). Here the same:
 data.bucket_by_length="each" (one length per batch, uniform over the training lengths as the
-training set is, each batch padded to its own length) and `batch_randomized` draws its subset
-for the batch's real length. With their settings beside it:
+training set is, each batch padded to the power of two at or above it) and `batch_randomized`
+draws its subset for the batch's real length. With their settings beside it:
 - dropout 0.1 on the embeddings and the residual branches (models/transformer.py:47, :324-325,
   :417-431; experiments/example.py:71);
 - batches of 128 sequences (experiments/example.py:27-30);

@@ -10,7 +10,10 @@ list, which this sweep removes (lines at tensorflow/tensor2tensor commit bafdc1b
   own longest example, so a short example's offset stays below about its own length, in
   training and at evaluation. Batches padded to the split's longest (400 tokens on test_long)
   let a length-3 example start anywhere in [0, 400), at positions never trained. Here
-  data.bucket_by_length="t2t" for training and for every evaluation split;
+  data.bucket_by_length="t2t" for training and for every evaluation split, and the offset is
+  drawn below the batch's longest real row (layers/positional.py, batch_offset_bound), the
+  length tensor2tensor pads it to; our batches are padded a little further, to the power of two
+  at or above it (capped at the split's length), so that a handful of shapes compile;
 - the halting unit's input: tensor2tensor's ACT reads p = dense(step_preprocess(state)), the
   state after the step's position and step signals, before the block
   (universal_transformer_util.py:1093-1108): model.universal.halting_input="step_input".
