@@ -159,7 +159,8 @@ def test_one_length_per_batch_spreads_each_rows_random_positions_over_the_range(
         lengths = set((batch["targets"] > 0).sum(axis=1).tolist())
         assert len(lengths) == 1  # one length per batch
         (n,) = lengths
-        assert batch["targets"].shape[1] == pipeline.padded_size(n, dataset.info.padded_lengths("train")[1])
+        cap = dataset.info.padded_lengths("train")[1]
+        assert batch["targets"].shape[1] == pipeline.padded_size(n, cap)
         by_width.setdefault(n, batch)
     assert len(by_width) > 3
     keys = jax.random.split(jax.random.PRNGKey(0), 2000)
