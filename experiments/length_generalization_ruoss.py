@@ -40,10 +40,22 @@ to 34 tokens, so a short row read the first few of a 34-position subset, bunched
 its `batch` variants were not the reference's, and its runs' config.json files record its
 settings (dropout 0, batch 64, 4 heads, beta2 0.98, epsilon 1e-9, 200 warmup steps).
 
-Budget: BUDGET below, from a timed 100-step run. The command:
+Budget: measured on the 2-core machine (AMD EPYC, shared, load average 5-8), `taskset -c 1
+python -m transformer_jax.main --config=configs/length_generalization.py` with batch_eval's
+overrides and --config.train.steps=200, another run on the other core: start-up and compiling
+~220 s, a step 0.24-0.37 s (batches of 128), the first evaluation (compiling its shapes) 190 s,
+later ones ~8 s. A run to the 8,000-step cap: ~220 + 8,000 x 0.3 + 16 x 8 + 190 = ~2,900 s, ~0.8
+run-hours (the first pass's runs stopped at 4,000-8,000 steps). All 4 variants x 3 seeds: ~9
+run-hours; batch_eval and sequence_eval alone (`--variants=batch_eval,sequence_eval`), with the
+plain reading of their checkpoints by reread_positions (--eval_positions=plain, a few minutes
+each), ~5 run-hours. The command:
 
   python -m transformer_jax.sweep --sweep=experiments/length_generalization_ruoss.py \\
-      --workdir=results/length_generalization_ruoss_batches --parallel=2
+      --workdir=results/length_generalization_ruoss_batches --parallel=2 \\
+      --variants=batch_eval,sequence_eval
+  for run in results/length_generalization_ruoss_batches/*_eval/seed_*; do
+      python -m transformer_jax.analysis.reread_positions --workdir=$run --eval_positions=plain
+  done
 """
 
 import dataclasses
@@ -51,7 +63,6 @@ import runpy
 from pathlib import Path
 
 MAX_LEN = 512  # one range for every variant: four times the longest test prompt (130 tokens)
-BUDGET = "measured: see the module docstring"
 # Ruoss et al.'s batches and training settings, for every variant (the docstring's list).
 REFERENCE = {
     "data.bucket_by_length": "each",

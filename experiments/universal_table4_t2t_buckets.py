@@ -29,7 +29,18 @@ Readings: at plain positions (the runs' own evaluation, summary.json), and at te
 random offsets, per bucketed batch, with reread_positions (the run's config buckets the
 evaluation batches too). experiments/reports/table4.py reports both.
 
-Budget: BUDGET below, measured by timed 100-step runs. The commands:
+Budget: measured on the 2-core machine (AMD EPYC, shared, load average 5-10 during the
+measurement), UT+ACT on copy, `taskset -c 0 python -m transformer_jax.main
+--config=configs/universal_table4.py:copy` with this sweep's ut_act overrides and
+--config.train.steps=100, another run on the other core: start-up and compiling its bucketed
+shapes (4 padded widths per side in training) took ~9 minutes before the 50th step, and
+compiling is paid once per variant and task (the sweep's persistent compilation cache serves the
+other seeds). A step costs at most what experiments/universal_table4_t2t.py measured unbucketed
+(0.52 s UT+ACT, 0.27 s Transformer, one core each; bucketed rows are shorter on average), so at
+3,000 steps with evaluations every 1,000: UT+ACT ~3 x 1,560 s + 9 min of compiling + ~9
+evaluations, ~1.6 run-hours for three seeds of one task; the Transformer ~0.9; the rereads at
+random offsets ~0.25. Copy and reverse: ~5.5 run-hours, ~2.8 hours at --parallel=2; on a
+loaded machine (the measurement's) up to about 3x more. The commands:
 
   python -m transformer_jax.sweep --sweep=experiments/universal_table4_t2t_buckets.py \
       --workdir=results/universal_table4_t2t_buckets/copy --parallel=2 --seed_groups=false
@@ -45,8 +56,6 @@ Budget: BUDGET below, measured by timed 100-step runs. The commands:
 import dataclasses
 import runpy
 from pathlib import Path
-
-BUDGET = "measured: see the module docstring"
 
 BUCKETS = {"data.bucket_by_length": "t2t"}
 HALTING = {"model.universal.halting_input": "step_input"}
