@@ -32,15 +32,17 @@ evaluation batches too). experiments/reports/table4.py reports both.
 Budget: measured on the 2-core machine (AMD EPYC, shared, load average 5-10 during the
 measurement), UT+ACT on copy, `taskset -c 0 python -m transformer_jax.main
 --config=configs/universal_table4.py:copy` with this sweep's ut_act overrides and
---config.train.steps=100, another run on the other core: start-up and compiling its bucketed
-shapes (4 padded widths per side in training) took ~9 minutes before the 50th step, and
-compiling is paid once per variant and task (the sweep's persistent compilation cache serves the
-other seeds). A step costs at most what experiments/universal_table4_t2t.py measured unbucketed
-(0.52 s UT+ACT, 0.27 s Transformer, one core each; bucketed rows are shorter on average), so at
-3,000 steps with evaluations every 1,000: UT+ACT ~3 x 1,560 s + 9 min of compiling + ~9
-evaluations, ~1.6 run-hours for three seeds of one task; the Transformer ~0.9; the rereads at
-random offsets ~0.25. Copy and reverse: ~5.5 run-hours, ~2.8 hours at --parallel=2; on a
-loaded machine (the measurement's) up to about 3x more. The commands:
+--config.train.steps=100 --config.train.eval_every=100, another run on the other core: 747 s
+in all, of which ~460 s start-up and compiling the bucketed training shapes (a few padded widths
+per side), 1.8 s a step (steps 50-100, where the unbucketed sweep measured 0.52 s at a lighter
+load), 99 s for the evaluation of test and test_long (its shapes compiled included); the reread
+at random offsets (reread_positions, test and test_long) 102 s. Compiling is paid once per
+variant and task: the sweep's persistent compilation cache serves the other seeds. Three seeds
+of one task at 3,000 steps with evaluations every 1,000: UT+ACT ~3 x 3,000 x 0.52 s + 8 min +
+9 evaluations, ~1.6 run-hours at the lighter load's step time (~4.7 at this measurement's); the
+Transformer ~0.9 (at 0.27 s a step); the rereads ~0.1. Copy and reverse: ~5.2 run-hours, ~2.6
+hours at --parallel=2, on a quiet machine; up to about 3x more on one as loaded as the
+measurement's. The commands:
 
   python -m transformer_jax.sweep --sweep=experiments/universal_table4_t2t_buckets.py \
       --workdir=results/universal_table4_t2t_buckets/copy --parallel=2 --seed_groups=false
