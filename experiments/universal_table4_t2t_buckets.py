@@ -39,8 +39,8 @@ load), 99 s for the evaluation of test and test_long (its shapes compiled includ
 at random offsets (reread_positions, test and test_long) 102 s. Compiling is paid once per
 variant and task: the sweep's persistent compilation cache serves the other seeds. Three seeds
 of one task at 3,000 steps with evaluations every 1,000: UT+ACT ~3 x 3,000 x 0.52 s + 8 min +
-9 evaluations, ~1.6 run-hours at the lighter load's step time (~4.7 at this measurement's); the
-Transformer ~0.9 (at 0.27 s a step); the rereads ~0.1. Copy and reverse: ~5.2 run-hours, ~2.6
+9 evaluations, ~1.7 run-hours at the lighter load's step time (~5 at this measurement's); the
+Transformer ~0.9 (at 0.27 s a step); the rereads ~0.1. Copy and reverse: ~5.4 run-hours, ~2.7
 hours at --parallel=2, on a quiet machine; up to about 3x more on one as loaded as the
 measurement's. The commands:
 
