@@ -39,10 +39,11 @@ load), 99 s for the evaluation of test and test_long (its shapes compiled includ
 at random offsets (reread_positions, test and test_long) 102 s. Compiling is paid once per
 variant and task: the sweep's persistent compilation cache serves the other seeds. Three seeds
 of one task at 3,000 steps with evaluations every 1,000: UT+ACT ~3 x 3,000 x 0.52 s + 8 min +
-9 evaluations, ~1.7 run-hours at the lighter load's step time (~5 at this measurement's); the
-Transformer ~0.9 (at 0.27 s a step); the rereads ~0.1. Copy and reverse: ~5.4 run-hours, ~2.7
-hours at --parallel=2, on a quiet machine; up to about 3x more on one as loaded as the
-measurement's. The commands:
+9 evaluations, ~1.7 run-hours at the lighter load's step time (~5 at this measurement's). The
+Transformer, the same way but at load average 1-3: 163 s in all, ~60 s before its first steps,
+0.43 s a step (steps 50-100), 55 s for the evaluation: ~1.2 run-hours for three seeds. The
+rereads ~0.1. Copy and reverse: ~6 run-hours, ~3 hours at --parallel=2 on a quiet machine; up
+to about 3x more on one as loaded as the UT+ACT measurement's. The commands:
 
   python -m transformer_jax.sweep --sweep=experiments/universal_table4_t2t_buckets.py \
       --workdir=results/universal_table4_t2t_buckets/copy --parallel=2 --seed_groups=false
