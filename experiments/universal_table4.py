@@ -34,7 +34,18 @@ Where it does not, and why:
   universal_transformer_step_sinusoid_timing_tiny uses sinusoids);
 - training recipe: no label smoothing (tensor2tensor: 0.1), Adam beta2 0.98 (0.997), no
   attention or ReLU dropout (0.1 each), 1,000 warmup steps (8,000) with the rsqrt schedule;
-  residual dropout 0.1 as there;
+  residual dropout 0.1 as there; the global gradient norm clipped at 1.0, where tensor2tensor
+  does not clip (clip_grad_norm = 0, models/transformer.py:1779); the rate's constant 1.0
+  where tensor2tensor's is 2.0 (learning_rate_constant, :1970), so with our 1,000 warmup steps
+  the peak is 2.8e-3 at d_model=128 and 4.0e-3 at 64, against tensor2tensor's 2.0e-3 at 128
+  after 8,000 (experiments/universal_table4_t2t.py takes its values);
+- length buckets: tensor2tensor batches by length bucket, each batch padded to its longest
+  (utils/data_reader.py:438-451), so its one offset per batch stays below about an example's
+  own length; ours pads every batch to its split's longest (40 in training, 400 on test_long),
+  and the offsets follow that length (experiments/universal_table4_t2t_buckets.py buckets);
+- ACT's halting unit reads the block's output h_t, where tensor2tensor's reads the step's input,
+  dense(step_preprocess(state)) (universal_transformer_util.py:1093-1108;
+  model.universal.halting_input="step_input");
 - size: transformer_tiny is d_model=128, d_ff=512 and the UT 8 recurrent steps
   (universal_transformer_tiny). Measured on a 2-core CPU under load (batch 64): the Transformer
   at that size ran 0.75 steps/s and the 8-step UT 0.28 steps/s, so three seeds of five variants
@@ -49,12 +60,13 @@ Where it does not, and why:
   1,500-2,500 steps, against 1.00 by step 2,000 with plain positions), so a model that must
   read every absolute position from 0 to 400 with 100,000 examples is a different, much harder
   task than the paper's; Table 4 uses the reference code's offsets;
-- training: tensor2tensor trained a fixed number of steps (hundreds of thousands, batch 4,096
-  tokens); we train until validation token accuracy (test, lengths 1-40) has not improved by
-  0.001 in 2 evaluations 500 steps apart, not before step 1,000, at most the cap below, with
-  the rsqrt schedule (warmup 1,000 steps) whatever the step count. summary.json's early_stop
-  says, per run, whether it reached that plateau or the cap. The UTs with offsets are the
-  exception: they train the whole cap. Under the rule, their first runs (seed 0, now in
+- training: tensor2tensor trains a fixed number of steps (train_steps; the paper does not state
+  it, and t2t-trainer's default is 250,000, utils/flags.py:53; batches of 4,096 tokens,
+  models/transformer.py:1777); we train until validation token accuracy (test, lengths 1-40) has
+  not improved by 0.001 in 2 evaluations 500 steps apart, not before step 1,000, at most the cap
+  below, with the rsqrt schedule (warmup 1,000 steps) whatever the step count. summary.json's
+  early_stop says, per run, whether it reached that plateau or the cap. The UTs with offsets are
+  the exception: they train the whole cap. Under the rule, their first runs (seed 0, now in
   results/universal_table4/stopped_early/copy/) stopped at 5,000 (UT) and 4,000 steps (UT+ACT)
   while their training token accuracy was still climbing steadily (UT: 0.19, 0.25, 0.30, 0.33,
   0.37, 0.38, 0.39, 0.43, 0.46, 0.48 at 500, 1,000, ..., 5,000 steps), because their validation

@@ -55,6 +55,14 @@ Where it still departs, each with the line it departs from:
   act_max_steps without a remainder (universal_transformer_util.py:1176-1188) and mixes states as
   new = w h + (1 - w) previous (:1159-1160); the ponder cost averages over real positions, where
   tensor2tensor's tf.reduce_mean (universal_transformer.py:212-221) includes padding;
+- batches: padded to the split's longest (40 in training, 400 on test_long), where tensor2tensor
+  batches by length bucket, each padded to its longest example (utils/data_reader.py:438-451),
+  so its one offset per batch stays below about an example's own length; here a short
+  test_long example's offset reaches 400, positions its training never saw;
+- ACT's halting unit reads the block's output, where tensor2tensor's reads the step's input,
+  dense(step_preprocess(state)) (universal_transformer_util.py:1093-1108). These two are removed
+  in experiments/universal_table4_t2t_buckets.py (data.bucket_by_length="t2t",
+  model.universal.halting_input="step_input");
 - initialisation: flax's defaults (lecun normal, zero biases; embeddings N(0, 1/D) x sqrt(D)),
   where tensor2tensor uses uniform_unit_scaling with gain 1.0 (transformer.py:1785-1787;
   utils/optimize.py:395);

@@ -26,15 +26,20 @@ from pathlib import Path
 WARMUP_STEPS = 1_000
 
 
-def get_sweep():
-    t2t = runpy.run_path(str(Path(__file__).with_name("universal_table4_t2t.py")))
-    recipe = t2t["RECIPE"]  # tensor2tensor's rate constant and warmup (models/transformer.py:1851)
-    fitted_warmup = {
+def fitted_warmup(recipe: dict) -> dict:
+    """The overrides that end `recipe`'s warmup at WARMUP_STEPS with its peak rate unchanged."""
+    return {
         "train.warmup_steps": WARMUP_STEPS,
         # The rsqrt schedule peaks at learning_rate x d_model^-0.5 x warmup^-0.5: the same peak.
         "train.learning_rate": recipe["train.learning_rate"]
         * (WARMUP_STEPS / recipe["train.warmup_steps"]) ** 0.5,
     }
+
+
+def get_sweep():
+    t2t = runpy.run_path(str(Path(__file__).with_name("universal_table4_t2t.py")))
+    # tensor2tensor's rate constant and warmup (models/transformer.py:1851)
+    fitted = fitted_warmup(t2t["RECIPE"])
     base = t2t["make_sweep"]("copy")
-    variants = {name: {**overrides, **fitted_warmup} for name, overrides in base.variants.items()}
+    variants = {name: {**overrides, **fitted} for name, overrides in base.variants.items()}
     return dataclasses.replace(base, variants=variants, description="")

@@ -16,9 +16,13 @@ RUN/eval_positions/<mode>.json; --offsets names the mode, tensor2tensor's is ste
 second table from those files, as tensor2tensor's evaluation reads its UTs; a run trained at
 plain positions (tensor2tensor's Transformer) is read at plain positions in both. Verdicts:
 
-- Transformer: the paper's claim is that it fails at length 400. "reproduced" when none of our
-  Transformer variants reaches the paper's UT sequence accuracy, i.e. it fails there as well;
-  otherwise "not reproduced".
+- Transformer: the paper's claim is that it fails at length 400, at 0.53 / 0.03 on copy (its
+  cell). "not reproduced" when one of our Transformer variants reaches the paper's UT character
+  or sequence accuracy (it does not fail); "reproduced" when it fails and our plain
+  Transformer's character AND sequence accuracy are each within MARGIN of the paper's
+  Transformer cell; "fails, off the paper's figures" when it fails with a character or sequence
+  accuracy further than MARGIN from the paper's (e.g. 0.31 character accuracy where the paper
+  has 0.53).
 - UT: the claim is that it generalises far better than the Transformer. "reproduced" when our
   UT's character accuracy at 400 beats our Transformer's (paired by seed, the 95% interval
   above 0); "reproduced only with random offsets" (project protocol) when only a UT with
@@ -55,6 +59,8 @@ T2T_VARIANTS = {  # experiments/universal_table4_t2t.py: both UTs with tensor2te
     "ut_act": "UT + ACT",
 }
 CHAR, SEQ = "test_long/token_accuracy", "test_long/seq_accuracy"
+# How far (absolute accuracy) our Transformer's cell may sit from the paper's and still match.
+MARGIN = 0.10
 PLAIN = "plain"  # the reading of the runs' own evaluation
 
 
@@ -120,15 +126,23 @@ def beats(records: dict, variant: str, baseline: str, reading: str = PLAIN) -> b
 
 
 def transformer_verdict(task: str, records: dict, reading: str = PLAIN) -> str:
-    ut_seq = PAPER[task]["ut"][1]
-    seq = [
-        stats.mean(list(values.values()))
+    paper_transformer, paper_ut = PAPER[task]["transformer"], PAPER[task]["ut"]
+    means = {
+        variant: [
+            stats.mean(list(per_seed(records, variant, name, reading).values()))
+            for name in (CHAR, SEQ)
+        ]
         for variant in ("transformer", "transformer_offset")
-        if (values := per_seed(records, variant, SEQ, reading))
-    ]
-    if not seq:
+        if per_seed(records, variant, SEQ, reading)
+    }
+    if not means:
         return "pending"
-    return "reproduced" if max(seq) < ut_seq else "not reproduced"
+    if any(ours >= ut for cell in means.values() for ours, ut in zip(cell, paper_ut, strict=True)):
+        return "not reproduced"
+    plain = means.get("transformer")
+    if plain and all(abs(o - p) <= MARGIN for o, p in zip(plain, paper_transformer, strict=True)):
+        return "reproduced"
+    return "fails, off the paper's figures"
 
 
 def ut_verdict(records: dict, reading: str = PLAIN) -> str:
@@ -178,9 +192,9 @@ def table4(results: Path, offsets: str = "step_offset") -> str:
         "`python -m experiments.reports.table4`, whose docstring gives the verdicts' rules.",
     ]
     readings = [PLAIN]
-    if any(
-        per_seed(r, v, CHAR, offsets) for r in records.values() for v in VARIANTS | T2T_VARIANTS
-    ):
+    # Only a run read again makes the second table; plain-trained runs alone would just repeat
+    # their plain cells beside empty ones.
+    if any(reread_metrics(run, offsets) for runs in records.values() for run in runs.values()):
         readings.append(offsets)
     for reading in readings:
         if len(readings) > 1:

@@ -192,6 +192,32 @@ def test_randomized_positions_are_a_uniform_sorted_subset_for_each_real_length()
     assert pos_BT[:, n - 1].max() == length - 1
 
 
+def test_batch_randomized_is_one_sorted_subset_for_the_batchs_longest_row():
+    """Ruoss et al.'s noisy_fixed_positional_encodings: one sorted n-subset of [0, L) per
+    batch, n its rows' real length, even in a batch padded further (T > n); where the rows
+    fill the batch it is the sorted T-subset their code draws. Closed form: the first of n
+    sorted uniform draws from L slots has mean (L - n) / (n + 1), the last L - 1 minus that."""
+    length, n, width = 40, 3, 12
+    valid_BT = _valid([n, n], width)
+    draw = jax.vmap(
+        lambda k: positional.training_positions("batch_randomized", k, valid_BT, length)
+    )
+    pos_KBT = np.asarray(jax.jit(draw)(jax.random.split(jax.random.PRNGKey(0), 3000)))
+    np.testing.assert_array_equal(pos_KBT[:, 0], pos_KBT[:, 1])  # one subset per batch
+    assert np.all(np.diff(pos_KBT[:, 0, :n], axis=-1) > 0)
+    assert pos_KBT.min() >= 0 and pos_KBT.max() < length
+    assert all(len(set(row.tolist())) == width for row in pos_KBT[:, 0])  # padding: distinct
+    firsts, lasts = pos_KBT[:, 0, 0], pos_KBT[:, 0, n - 1]
+    expected = (length - n) / (n + 1)
+    np.testing.assert_allclose(np.mean(firsts), expected, rtol=0.08)
+    np.testing.assert_allclose(np.mean(lasts), length - 1 - expected, rtol=0.03)
+    full_BT = _valid([width, 5], width)  # the longest row fills the batch
+    key = jax.random.PRNGKey(7)
+    subset = np.sort(np.asarray(jax.random.choice(key, length, shape=(width,), replace=False)))
+    pos_BT = np.asarray(positional.training_positions("batch_randomized", key, full_BT, length))
+    np.testing.assert_array_equal(pos_BT[1], subset)
+
+
 def test_training_positions_need_room_in_the_table():
     with pytest.raises(ValueError, match="more than model.positional.max_len=4"):
         positional.training_positions("offset", jax.random.PRNGKey(0), _valid([2], 6), 4)

@@ -191,6 +191,37 @@ def test_freeze_and_transform_differ_only_for_halted_positions():
     np.testing.assert_allclose(results["freeze"][0], results["transform"][0], atol=1e-6)
 
 
+def test_step_input_halting_reads_tensor2tensors_step_preprocess():
+    """halting_input="step_input": p_t = sigmoid(dense(state_{t-1} + P + S_t)), tensor2tensor's
+    dense(step_preprocess(state)) (universal_transformer_util.py:1093-1108), in NumPy from the
+    stack's input, its sinusoidal tables and the states each step produced."""
+    cfg = ACT.override({"universal.act_halted": "transform", "universal.steps": 3})
+    x = np.asarray(jax.random.normal(jax.random.PRNGKey(0), (2, 6, cfg.d_model)))
+    stack, variables, kwargs = stack_outputs(cfg, False, jnp.asarray(x))
+    variables = {"params": variables["params"]}  # not init's sown ponder cost
+    costs = {}
+    for halting_input in ("step_input", "block_output"):
+        reading = cfg.override({"universal.halting_input": halting_input})
+        _, state = stack.clone(config=reading).apply(
+            variables, x, **kwargs, mutable=["intermediates", "losses"]
+        )
+        costs[halting_input] = float(state["losses"]["ponder_cost"][0])
+        step_states = np.asarray(state["intermediates"]["recurrence"]["step_states"][0])
+    num_steps, (_, length, d_model) = cfg.universal.steps, x.shape
+    positions_TD = sinusoidal_table(cfg.positional.max_len, d_model)[:length]
+    steps_UD = sinusoidal_table(num_steps + 1, d_model)[1:]
+    previous = np.concatenate([x[None], step_states[:-1]])  # state_{t-1}, t = 1..U ("transform")
+    step_inputs_UBTD = previous + positions_TD[None, None] + steps_UD[:, None, None]
+    halting = variables["params"]["recurrence"]["halting"]
+    valid_BT = np.ones(x.shape[:2])
+    expected = reference_ponder_cost(step_inputs_UBTD, halting, valid_BT, cfg.universal)
+    np.testing.assert_allclose(costs["step_input"], expected, rtol=1e-5)
+    # The default reads the block's output, the states themselves: another cost.
+    reference_output = reference_ponder_cost(step_states, halting, valid_BT, cfg.universal)
+    np.testing.assert_allclose(costs["block_output"], reference_output, rtol=1e-5)
+    assert abs(costs["step_input"] - costs["block_output"]) > 1e-4
+
+
 def test_parameter_count_does_not_depend_on_steps():
     def shapes(cfg):
         return jax.eval_shape(build_model(cfg).init, jax.random.PRNGKey(0), IDS)["params"]

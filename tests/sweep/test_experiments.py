@@ -42,6 +42,7 @@ def test_shipped_sweep_loads_and_every_variant_builds(name, monkeypatch):
         ("universal_table4.py", "ut_act_offset"),
         ("length_generalization.py", "randomized"),
         ("universal_table4_t2t.py", "ut_act"),
+        ("universal_table4_t2t_buckets.py", "ut_act"),
         ("length_generalization_ruoss.py", "batch_eval"),
     ],
 )

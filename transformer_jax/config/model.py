@@ -30,6 +30,7 @@ from transformer_jax.layers.step_signals import STEP_SIGNALS
 DTYPES = ("float32", "bfloat16", "float16")
 POOLINGS = ("cls", "mean")  # classifier families: a prepended class token, or the mean
 ACT_HALTED = ("freeze", "transform")  # what a halted position's state does in later steps
+HALTING_INPUTS = ("block_output", "step_input")  # what ACT's halting unit reads at a step
 REMATS = ("none", "full", "dots_saveable")  # see transformer_jax.models.scan
 
 
@@ -69,6 +70,10 @@ class UniversalConfig:
     # transform: it keeps being transformed, as in tensor2tensor, so what the still-running
     # positions attend to differs; the halted position's own output is frozen either way.
     act_halted: str = "freeze"
+    # What the halting unit reads at step t: block_output, the block's output h_t; step_input,
+    # the block's input, the state plus this step's coordinates, as tensor2tensor's
+    # dense(step_preprocess(state)) (universal_transformer_util.py:1093-1108).
+    halting_input: str = "block_output"
     # The signal of the step number added before every step: sinusoidal (the paper's text) or
     # learned (tensor2tensor's default). See transformer_jax.layers.step_signals.
     step_signal: str = "sinusoidal"
@@ -82,6 +87,7 @@ class UniversalConfig:
         F.check_float(f"{p}.act_halting_bias_init", self.act_halting_bias_init)
         F.check_float(f"{p}.act_ponder_cost", self.act_ponder_cost, at_least=0.0)
         F.check_choice(f"{p}.act_halted", self.act_halted, ACT_HALTED)
+        F.check_choice(f"{p}.halting_input", self.halting_input, HALTING_INPUTS)
 
     def num_steps(self, num_layers: int) -> int:
         """The (maximum) number of steps of a stack of `num_layers`."""

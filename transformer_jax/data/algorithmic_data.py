@@ -24,11 +24,24 @@ from transformer_jax.data.tokenizers import MAX_NUM_SYMBOLS, CharTokenizer, symb
 
 _READ_CHUNK = 1024  # examples per batched read when materialising an eval split
 LAYOUTS = ("seq2seq", "prompt")
+# data.bucket_by_length: none, every batch padded to its split's longest row; t2t,
+# tensor2tensor's length buckets (`pipeline.t2t_bucket_boundaries`); each, one length per batch
+# (Ruoss et al. 2023's curriculum draws one length per training step). A bucketed batch is
+# padded to the power of two at or above its longest example (tensor2tensor's padded_batch pads
+# to the longest itself; the random positions read the longest real row either way).
+BUCKET_BY_LENGTH = ("none", "t2t", "each")
+T2T_MAX_LENGTH = 256  # transformer_base_v1's max_length (models/transformer.py:1778)
 PROMPT_SEPARATOR = "="  # between a prompt's inputs and answer; in no task's alphabet
 
 
 def _check_variant(cfg: ml_collections.ConfigDict) -> None:
     require(cfg.layout in LAYOUTS, "layout", cfg.layout, LAYOUTS)
+    require(
+        cfg.bucket_by_length in BUCKET_BY_LENGTH,
+        "bucket_by_length",
+        cfg.bucket_by_length,
+        BUCKET_BY_LENGTH,
+    )
     require(cfg.variant in algorithmic.VARIANTS, "variant", cfg.variant, algorithmic.VARIANTS)
     for length in cfg.test_lengths:
         require(isinstance(length, int) and length >= 1, "test_lengths", cfg.test_lengths, ">= 1")
@@ -139,6 +152,12 @@ class AlgorithmicData:
         self._data_dir = cfg.data_dir
         alphabet = algorithmic.ADDITION_ALPHABET if is_addition else symbol_alphabet(num_symbols)
         self._prompt = cfg.layout == "prompt"
+        self._boundaries = (
+            pipeline.t2t_bucket_boundaries(T2T_MAX_LENGTH)
+            if cfg.bucket_by_length == "t2t"
+            else None
+        )
+        self._bucketed = cfg.bucket_by_length != "none"
         if self._prompt:
             alphabet += PROMPT_SEPARATOR
         tokenizer = CharTokenizer(alphabet, source=f"the symbols of data.name={cfg.name!r}")
@@ -181,23 +200,69 @@ class AlgorithmicData:
             ]
         return [seq2seq_row(ex["inputs"], ex["targets"], input_len, target_len) for ex in examples]
 
+    def _example_length(self, example: dict[str, Any]) -> int:
+        """What a length bucket counts: a prompt row's tokens, or as tensor2tensor counts a
+        pair, its longer side with the EOS it appends to both (utils/data_reader.py:44-53,
+        data_generators/algorithmic.py:72-74)."""
+        n_in, n_tgt = len(example["inputs"]), len(example["targets"])
+        return n_in + n_tgt + 2 if self._prompt else max(n_in, n_tgt) + 1
+
+    def _own_length_rows(self, examples: Sequence[dict[str, Any]], split: str) -> list:
+        """Rows of a bucketed batch: padded to the power of two at or above these examples'
+        longest, at most the split's length, so a few shapes compile (the offsets read the
+        batch's longest real row, not its padding: layers/positional.batch_offset_bound)."""
+        input_cap, target_cap = self.info.padded_lengths(split)
+        if self._prompt:
+            separator = self.info.vocab_size - 1
+            length = pipeline.padded_size(max(map(self._example_length, examples)), target_cap)
+            return [prompt_row(ex["inputs"], ex["targets"], separator, length) for ex in examples]
+        input_len = pipeline.padded_size(max(len(ex["inputs"]) for ex in examples), input_cap)
+        target_len = pipeline.padded_size(
+            max(len(ex["targets"]) for ex in examples) + 1, target_cap
+        )
+        return [seq2seq_row(ex["inputs"], ex["targets"], input_len, target_len) for ex in examples]
+
     def _read_batch(self, source, indices: np.ndarray) -> Batch:
-        return stack(self._rows(source.__getitems__([int(i) for i in indices]), "train"))
+        examples = source.__getitems__([int(i) for i in indices])
+        rows = self._own_length_rows if self._bucketed else self._rows
+        return stack(rows(examples, "train"))
+
+    def _read_examples(self, source, n: int) -> list:
+        examples = []
+        for start in range(0, n, _READ_CHUNK):
+            examples += source.__getitems__(list(range(start, min(n, start + _READ_CHUNK))))
+        return examples
 
     def train_dataset(self, *, seed: int, batch_size: int) -> grain.IterDataset:
         source = open_split(self.tfds_name, "train", self._data_dir)
-        return pipeline.shuffled_index_batches(
-            len(source),
+        read_batch = partial(self._read_batch, source)
+        if not self._bucketed:
+            return pipeline.shuffled_index_batches(
+                len(source), seed=seed, batch_size=batch_size, make_batch=read_batch
+            )
+        lengths = [self._example_length(ex) for ex in self._read_examples(source, len(source))]
+        return pipeline.bucketed_index_batches(
+            pipeline.length_buckets(np.asarray(lengths), self._boundaries),
             seed=seed,
             batch_size=batch_size,
-            make_batch=partial(self._read_batch, source),
+            make_batch=lambda indices, _bucket: read_batch(indices),
         )
 
     def eval_batches(self, split: str, *, batch_size: int, max_examples: int | None) -> list:
+        """The split's first `max_examples` in batches of `batch_size` (the last of each bucket
+        filled with weight-0 rows); bucketed, each bucket's examples in their order, bucket by
+        bucket, every batch padded to about its own longest example."""
         source = open_split(self.tfds_name, split, self._data_dir)
         n = len(source) if max_examples is None else min(len(source), max_examples)
-        rows = []
-        for start in range(0, n, _READ_CHUNK):
-            chunk = source.__getitems__(list(range(start, min(n, start + _READ_CHUNK))))
-            rows += self._rows(chunk, split)
-        return rows_to_batches(rows, batch_size)
+        examples = self._read_examples(source, n)
+        if not self._bucketed:
+            return rows_to_batches(self._rows(examples, split), batch_size)
+        lengths = np.asarray([self._example_length(ex) for ex in examples])
+        bucket_of = pipeline.length_buckets(lengths, self._boundaries)
+        batches = []
+        for bucket in range(int(bucket_of.max()) + 1):
+            members = [examples[i] for i in np.flatnonzero(bucket_of == bucket)]
+            for start in range(0, len(members), batch_size):
+                rows = self._own_length_rows(members[start : start + batch_size], split)
+                batches.append(stack(rows, batch_size))
+        return batches

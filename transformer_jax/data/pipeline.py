@@ -102,6 +102,37 @@ def bucketed_index_batches(
     return ds.to_iter_dataset(TRAIN_READ_OPTIONS)
 
 
+def t2t_bucket_boundaries(max_length: int, min_length: int = 8, step: float = 1.1) -> list[int]:
+    """tensor2tensor's default length-bucket boundaries, 8, 9, ..., 20, 22, 24, ..., 236 for its
+    max_length 256 (utils/data_reader.py:71-79, `_bucket_boundaries`, with common_hparams.py's
+    min_length_bucket=8 and length_bucket_step=1.1 and transformer_base_v1's max_length=256,
+    models/transformer.py:1778): each boundary is max(x + 1, int(x * step)) of the one before."""
+    boundaries, x = [], min_length
+    while x < max_length:
+        boundaries.append(x)
+        x = max(x + 1, int(x * step))
+    return boundaries
+
+
+def length_buckets(lengths: np.ndarray, boundaries: Sequence[int] | None) -> np.ndarray:
+    """int [n]: each length's bucket, numbered 0, 1, ... over the buckets that occur.
+
+    With `boundaries`, bucket i holds the lengths in [boundaries[i-1], boundaries[i]), the first
+    everything below boundaries[0], the last everything from boundaries[-1] on (as
+    tf.data.experimental.bucket_by_sequence_length, which tensor2tensor batches with:
+    utils/data_reader.py:447-450); None puts each length in its own bucket.
+    """
+    lengths = np.asarray(lengths)
+    keys = lengths if boundaries is None else np.searchsorted(boundaries, lengths, side="right")
+    return np.unique(keys, return_inverse=True)[1].reshape(lengths.shape)
+
+
+def padded_size(longest: int, cap: int) -> int:
+    """The padded length of a bucketed batch: the power of two at or above `longest`, at most
+    `cap`; a handful of shapes, each compiled once."""
+    return min(cap, 1 << max(longest - 1, 0).bit_length())
+
+
 def shuffled_examples(
     source: Sequence[Any], *, seed: int, transform: Callable[[Any], Row]
 ) -> grain.IterDataset:

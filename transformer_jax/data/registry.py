@@ -71,6 +71,9 @@ def _algorithmic(name: str) -> ml_collections.ConfigDict:
     # seq2seq: inputs and targets (encoder-decoder); prompt: one row "inputs = answer" with the
     # loss on the answer only, for a decoder-only model (an "lm" dataset).
     c.layout = "seq2seq"
+    # Rows per batch: none, mixed lengths padded to the split's longest; t2t, tensor2tensor's
+    # length buckets; each, one length per batch; a bucketed batch is padded to about its longest.
+    c.bucket_by_length = "none"
     return c
 
 

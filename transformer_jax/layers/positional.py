@@ -93,21 +93,31 @@ def alibi_bias(
 # it again at every recurrent step (see `step_offsets`).
 EVAL_POSITIONS = ("plain", "batch_offset", "step_offset", "randomized", "batch_randomized")
 TRAIN_POSITIONS = ("plain", "offset", *EVAL_POSITIONS[1:])
+# batch_randomized's second draw (which of its T positions the rows read) folds this into the
+# batch key: jax.random.choice's own use of the key correlates with fold_in(key, 1).
+_SUBSET_STREAM = 0x5EED
 
 
-def batch_offset_bound(length: int, max_len: int) -> int:
-    """One past the largest batch offset: tensor2tensor's [0, T) for a batch T tokens long,
-    cut to [0, max_len - T] where the table is shorter than 2 T - 1."""
-    return min(length, max_len - length + 1)
+def batch_offset_bound(length: int, max_len: int, longest=None):
+    """One past the largest batch offset: tensor2tensor's [0, T) for a batch T tokens long
+    (`tf.random_uniform([], maxval=length)`, universal_transformer_util.py:1413-1418), cut to
+    [0, max_len - T] where the table is shorter than 2 T - 1. tensor2tensor pads a batch to its
+    longest example (tf's padded_batch), so T is that example's length: `longest`, the batch's
+    longest real row (an int32 scalar, possibly traced), where the batch is padded further;
+    default the padded length."""
+    own = length if longest is None else longest
+    return jnp.minimum(own, max_len - length + 1)
 
 
-def step_offsets(key: jnp.ndarray, num_steps: int, length: int, max_len: int) -> jnp.ndarray:
+def step_offsets(
+    key: jnp.ndarray, num_steps: int, length: int, max_len: int, longest=None
+) -> jnp.ndarray:
     """(num_steps,) int32 offsets, step u's from fold_in(key, u), each uniform in
     [0, batch_offset_bound): tensor2tensor draws `tf.random_uniform([], maxval=length)` inside
     every recurrent step of the Universal Transformer (universal_transformer_util.py, in
     add_position_timing_signal, called from step_preprocess). Step 0's offset is the
     batch_offset positions drawn from fold_in(key, 0)."""
-    bound = batch_offset_bound(length, max_len)
+    bound = batch_offset_bound(length, max_len, longest)
     return jnp.stack(
         [jax.random.randint(jax.random.fold_in(key, u), (), 0, bound) for u in range(num_steps)]
     )
@@ -124,19 +134,23 @@ def training_positions(
       (n_b its real tokens), so every position of the table is trained.
     batch_offset: tensor2tensor's position_start_index="random" (the Universal Transformer
       paper's algorithmic runs): every row's positions are o, o + 1, ... with one o per batch,
-      uniform in [0, T), T the batch's padded length (in [0, max_len - T] where the table is
-      shorter than 2 T). Training reaches positions up to about twice the training length, not
-      the whole table, and the task stays nearly as easy to learn as with plain positions.
+      uniform in [0, T), T the batch's longest real row, the length tensor2tensor's batch is
+      padded to (in [0, max_len - T_padded] where the table is shorter). Training reaches
+      positions up to about twice the training length, not the whole table, and the task stays
+      nearly as easy to learn as with plain positions.
     step_offset: batch_offset drawn from fold_in(key, 0); a Universal Transformer redraws it at
       every recurrent step (`step_offsets`), as tensor2tensor does.
     randomized: row b's real tokens get n_b positions drawn uniformly without replacement
       from [0, max_len) and sorted; drawn per row and for the real length, not the padded one,
       so that long rows and short rows alike reach the end of the range.
-    batch_randomized: Ruoss et al. (2023)'s code (models/positional_encodings.py,
+    batch_randomized: Ruoss et al. (2023)'s code (models/positional_encodings.py:218-224,
       noisy_fixed_positional_encodings: `jrandom.choice(rng, jnp.arange(noise_max_length),
-      shape=(sequence_length,), replace=False)` then `jnp.sort`): ONE sorted subset of T
-      positions per batch, T its padded length, shared by every row (a row of n_b real tokens
-      reads the first n_b).
+      shape=(sequence_length,), replace=False)` then `jnp.sort`): ONE sorted subset per batch,
+      of as many positions as its longest row has real tokens, shared by every row (a row of
+      n_b real tokens reads the first n_b). Their batches hold one length each (their
+      curriculum draws one per step: experiments/training.py:258-261, curriculum.py:68-71;
+      here data.bucket_by_length="each"), so every row's subset spreads over [0, max_len); in
+      a batch of mixed lengths the short rows' positions bunch at the low end.
     Padding gets distinct unused positions (offset: clipped to max_len - 1); attention masks
     it out.
     """
@@ -154,11 +168,19 @@ def training_positions(
     if scheme in ("batch_offset", "step_offset"):
         if scheme == "step_offset":
             key = jax.random.fold_in(key, 0)
-        offset = jax.random.randint(key, (), 0, batch_offset_bound(length, max_len))
+        bound = batch_offset_bound(length, max_len, n_B1.max())
+        offset = jax.random.randint(key, (), 0, bound)
         return jnp.broadcast_to(offset + jnp.arange(length, dtype=jnp.int32), (batch, length))
     if scheme == "batch_randomized":
-        subset_T = jax.random.choice(key, max_len, shape=(length,), replace=False)
-        return jnp.broadcast_to(jnp.sort(subset_T).astype(jnp.int32), (batch, length))
+        # One sorted subset for the batch's longest real row, n_max of the max_len positions:
+        # a uniform n_max-subset of a uniform T-subset, so a batch padded past its rows (T >
+        # n_max) spreads them over the range too; with n_max = T it is the T-subset itself.
+        subset_T = jnp.sort(jax.random.choice(key, max_len, shape=(length,), replace=False))
+        scores_T = jax.random.uniform(jax.random.fold_in(key, _SUBSET_STREAM), (length,))
+        chosen_T = jnp.argsort(jnp.argsort(scores_T)) < n_B1.max()
+        slots_T = jnp.arange(length, dtype=jnp.int32)
+        order_T = jnp.argsort(jnp.where(chosen_T, 0, length) + slots_T)  # chosen first, in order
+        return jnp.broadcast_to(subset_T[order_T].astype(jnp.int32), (batch, length))
     if scheme == "randomized":
         # The n_b slots of lowest random score are chosen; sorting chosen-first, then by slot,
         # lists them in increasing order, followed by the unchosen ones.

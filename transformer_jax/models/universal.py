@@ -11,6 +11,7 @@ learned one: `model.universal.step_signal`, transformer_jax.layers.step_signals)
   fixed steps (act=False):  h_t = Block(h_{t-1} + P + S_t),   output h_T.
   ACT (act=True), per position, Graves 2016 with the tensor2tensor threshold test:
     p_t = sigmoid(W h_t + b)                                   halting unit
+          (or of the block's input h_{t-1} + P + S_t, tensor2tensor's: halting_input)
     a position halts at the first step N where sum_{t<=N} p_t > 1 - eps, or at step T;
     R = 1 - sum_{t<N} p_t                                      remainder
     weights w_t = p_t for t < N, R for t = N, 0 after          (sum to 1 per position)
@@ -109,7 +110,10 @@ class UniversalStep(nn.Module):
             bias_init=nn.initializers.constant(universal.act_halting_bias_init),
             name="halting",
         )
-        p_BT = nn.sigmoid(halting(new_BTD.astype(jnp.float32)))[..., 0]
+        # step_input: tensor2tensor's p = dense(step_preprocess(state)), the state after this
+        # step's coordinates and before the block (universal_transformer_util.py:1093-1108).
+        halting_in_BTD = x_BTD if universal.halting_input == "step_input" else new_BTD
+        p_BT = nn.sigmoid(halting(halting_in_BTD.astype(jnp.float32)))[..., 0]
         carry = act_update(
             carry,
             new_BTD,
@@ -143,7 +147,10 @@ class UniversalStack(TransformerStack):
         add_positional = AddPositional(cfg.positional, name="positional")
         if positions_key is not None and self._scheme(train) == "step_offset":
             (batch, length), d_model = x_BTD.shape[:2], x_BTD.shape[-1]
-            offsets_U = step_offsets(positions_key, num_steps, length, cfg.positional.max_len)
+            longest = valid_BT.sum(axis=1).max().astype(jnp.int32)  # the batch's own length
+            offsets_U = step_offsets(
+                positions_key, num_steps, length, cfg.positional.max_len, longest
+            )
             pos_UBT = offsets_U[:, None, None] + default_positions(x_BTD)[None]
             position = add_positional(
                 jnp.zeros((num_steps * batch, length, d_model), jnp.float32),
