@@ -84,7 +84,7 @@ def test_grad_accumulation_and_scanned_layers_count_the_whole_step():
 def tiny_translation():
     config = defaults.base_config("multi30k")
     config.data.update(batch_size=8, spm_vocab_size=64, max_input_len=12, max_target_len=13)
-    config.data.update(eval_max_len=16)
+    config.data.update(eval_max_len=16, length_buckets=(8,))  # each bucket below 13
     config.model.update(d_model=32, num_encoder_layers=1, num_decoder_layers=1)
     config.model.attention.num_heads = 2
     config.model.ffn.d_ff = 64
