@@ -1,5 +1,9 @@
 """The sweep command line: runs a sweep file into a workdir, or only rebuilds its report.
 
+It writes the report (transformer_jax/report), which reads the sweep package's definitions, so it
+sits above both packages; `python -m transformer_jax.sweep` runs it (transformer_jax/sweep/
+__main__.py hands the process over).
+
     python -m transformer_jax.sweep --sweep=experiments/attention_scale.py --workdir=runs/scale
     python -m transformer_jax.sweep --workdir=runs/scale --report_only
     python -m transformer_jax.sweep --sweep=experiments/attention_scale.py \
