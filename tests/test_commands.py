@@ -168,6 +168,11 @@ USER_ERRORS = [
     ),
     (
         "transformer_jax.main",
+        ["--config=configs/algorithmic.py:copy", "--config.train.profile_steps=(4, 2)"],
+        "main: error: train.profile_steps=(4, 2) must be (start, stop), integers with 0 <= start",
+    ),
+    (
+        "transformer_jax.main",
         ["--config=configs/nope.py"],
         "main: error: --config=configs/nope.py: [Errno 2] No such file or directory",
     ),
