@@ -18,6 +18,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import runpy
 import sys
 
@@ -72,7 +73,11 @@ def _source(module: str) -> str | None:
         if spec is None:
             return None
     with open(spec.origin, encoding="utf-8") as f:
-        return f.read()
+        source = f.read()
+    # A __main__ that hands the process over to the command's module (transformer_jax/sweep/
+    # __main__.py): that module's flags are the command's.
+    handover = re.search(r"runpy\.run_module\(\s*[\"']([\w.]+)[\"']", source)
+    return _source(handover.group(1)) if handover else source
 
 
 def check(module: str, args: list[str], partial: bool) -> str | None:

@@ -2,9 +2,10 @@
 layers) never import upper ones (config, models, train, sweep, report).
 
 Every import counts, module-level or inside a function (a function-local import that dodges a
-cycle still makes one), as does `importlib.import_module("transformer_jax...")`. Importing
-`a.b.c` also runs the `__init__` of every package on the way (`a.b`), so that is an edge too,
-unless the importer sits inside that package already (its `__init__` ran first).
+cycle still makes one), as does `importlib.import_module("transformer_jax...")` or
+`runpy.run_module(...)`. Importing `a.b.c` also runs the `__init__` of every package on the way
+(`a.b`), so that is an edge too, unless the importer sits inside that package already (its
+`__init__` ran first).
 """
 
 import ast
@@ -51,7 +52,8 @@ def _imported_names(tree: ast.AST, module: str, is_package: bool):
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute | ast.Name)
-            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+            and getattr(node.func, "attr", getattr(node.func, "id", None))
+            in ("import_module", "run_module")
             and node.args
             and isinstance(node.args[0], ast.Constant)
             and isinstance(node.args[0].value, str)
@@ -136,6 +138,13 @@ def test_the_floors_stand_where_the_docs_say():
     sweep_reach = graph_reach(graph, "transformer_jax.sweep")  # the package, runner included
     assert "transformer_jax.sweep.runner" in sweep_reach
     assert not [m for m in sweep_reach if m.startswith("transformer_jax.report")]
+    # No module of the sweep package, its `python -m` entry included, imports the report (which
+    # reads the sweep's definitions): the command that writes both sits above the two packages.
+    sweep_modules = [m for m in graph if m.startswith("transformer_jax.sweep.")]
+    assert "transformer_jax.sweep.__main__" in sweep_modules
+    for module in sweep_modules:
+        assert not imports(module, "transformer_jax.report"), module
+    assert imports("transformer_jax.sweep_cli", "transformer_jax.report")
 
 
 def graph_reach(graph: dict[str, dict[str, int]], start: str) -> set[str]:
@@ -154,7 +163,7 @@ def test_the_sweep_command_starts_without_jax():
     (seconds of start-up for every command and every job): they come in only where a config
     file is read (sweep/hparams.py) or translations are scored (report/bleu_bootstrap.py)."""
     code = (
-        "import sys, transformer_jax.sweep.__main__, transformer_jax.sweep.slurm\n"
+        "import sys, transformer_jax.sweep_cli, transformer_jax.sweep.slurm\n"
         "heavy = ('jax', 'flax', 'optax', 'orbax', 'grain', 'tensorflow', 'tensorflow_datasets')\n"
         "print(sorted(set(heavy) & set(sys.modules)))"
     )

@@ -44,6 +44,7 @@ JOB_FILE = "job.json"  # the sweep's job launchers (sweep/slurm.py): launcher, j
 HPARAMS_FILE = "hparams.json"
 WANDB_FILE = "wandb.json"  # train.wandb_project: {"id", "project"} of the run's W&B run
 TRANSLATIONS_DIR = "translations"  # train.bleu: decoded test split, one line per example
+PROFILE_DIR = "profile"  # train.profile_steps: the jax.profiler trace (train/profile.py)
 
 # How the trainer's process exits (besides 0, finished, and the commands' USER_ERROR_EXIT_CODE 2):
 DIVERGED_EXIT_CODE = 3  # a non-finite loss: summary.json says "diverged"; rerunning repeats it

@@ -87,6 +87,9 @@ class TrainConfig:
     # W&B run per training run (transformer_jax/tracking/wandb_run.py); WANDB_MODE=offline
     # logs without network or account.
     wandb_project: str = ""
+    # A jax.profiler trace of the steps that take the step counter from start to stop, written
+    # to RUN/profile/ (train/profile.py; docs/speed.md reads it); () or None = off.
+    profile_steps: tuple[int, ...] | None = ()
 
     def __post_init__(self):
         for name in ("steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
@@ -145,7 +148,22 @@ class TrainConfig:
                 f"train.compilation_cache_dir={self.compilation_cache_dir!r} must be a "
                 "directory path or '' (off)"
             )
+        self._check_profile_steps()
         self._check_combinations()
+
+    def _check_profile_steps(self):
+        window = self.profile_steps
+        if window is None or (isinstance(window, (tuple, list)) and not window):
+            object.__setattr__(self, "profile_steps", ())  # off, however it was spelled
+            return
+        ints = isinstance(window, (tuple, list)) and len(window) == 2
+        ints = ints and all(isinstance(x, int) and not isinstance(x, bool) for x in window)
+        if not (ints and 0 <= window[0] < window[1] and window[0] < self.steps):
+            raise ValueError(
+                f"train.profile_steps={window!r} must be (start, stop), integers with 0 <= start "
+                f"< stop and start < train.steps={self.steps}, e.g. (10, 15); () = off"
+            )
+        object.__setattr__(self, "profile_steps", tuple(window))
 
     def _check_combinations(self):
         if self.weight_decay and self.optimizer != "adamw":

@@ -13,7 +13,9 @@ Modules:
             failure.json.
   runner    the runs of a sweep, resumed where a previous launch stopped; recorded in sweep.json.
   slurm     the runs as Slurm jobs through submitit (--launcher=slurm), job.json, --status.
-  __main__  the command line: runs (or submits) the sweep, then writes its report.
+  __main__  `python -m transformer_jax.sweep`: hands over to transformer_jax/sweep_cli.py, the
+            command line (runs or submits the sweep, then writes its report), which sits above
+            this package and transformer_jax/report.
 
 The sweep directory's files (sweep.json, the run directories) are read and written through
 transformer_jax/sweep_dir.py, below both this package and transformer_jax/report, which reads

@@ -731,7 +731,7 @@ def flag_names() -> dict[str, str]:
 
 
 def define_flags() -> None:
-    """The --launcher, --status and --slurm_* flags (called by __main__.define_flags)."""
+    """The --launcher, --status and --slurm_* flags (called by sweep_cli.define_flags)."""
     from absl import flags
 
     flags.DEFINE_string(

@@ -23,7 +23,6 @@ from transformer_jax.decoding.bleu import corpus_bleu
 from transformer_jax.decoding.text import decode_to_text
 from transformer_jax.run_dir import TRANSLATIONS_DIR
 from transformer_jax.train import multihost
-from transformer_jax.train.step import state_variables
 from transformer_jax.train.timing import Phases
 
 
@@ -109,7 +108,7 @@ class BleuEvaluator:
             self._evaluate(self._parallel.host_state(state), results, final=final)
 
     def _evaluate(self, state, results: dict[str, dict[str, float]], *, final: bool) -> None:
-        variables = state_variables(state)
+        variables = state.variables
         results.setdefault("validation", {}).update(
             self._score("validation", "greedy", variables)[1]
         )

@@ -158,7 +158,7 @@ class GenerationAccuracy:
 def _generation_step(model):
     @jax.jit
     def generation_eval(state, batch):
-        return decoding.generation_accuracy(steps.state_variables(state), batch, model=model)
+        return decoding.generation_accuracy(state.variables, batch, model=model)
 
     return generation_eval
 
@@ -234,7 +234,7 @@ def _bleu_programs(prepared) -> dict[str, EvalProgram]:
 
     def args(state):
         inputs = ShapeDtypeStruct(shape, np.int32)
-        return steps.state_variables(state), inputs, ShapeDtypeStruct((2,), np.uint32)
+        return state.variables, inputs, ShapeDtypeStruct((2,), np.uint32)
 
     # The target length the generate functions decode: the evaluation's.
     tokens = shape[0] * info.padded_lengths("test")[1]

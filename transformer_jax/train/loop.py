@@ -37,6 +37,7 @@ from transformer_jax import run_dir
 from transformer_jax.train import multihost
 from transformer_jax.train.evaluators import EvalContext, build_evaluators
 from transformer_jax.train.parallel import make_parallel
+from transformer_jax.train.profile import StepProfiler
 from transformer_jax.train.run_host import RunHost
 from transformer_jax.train.signals import StopOnSignal
 from transformer_jax.train.timing import Phases, breakdown_line
@@ -136,7 +137,10 @@ def train_runs(
             for run in runs:
                 if run.done:  # Restored at its end: the final evaluation and summary.
                     run.finish(program)
-            summaries = _train(runs, program, phases)
+            # One program, one trace: in the first run's directory (train/profile.py).
+            profile_dir = runs[0].workdir / run_dir.PROFILE_DIR
+            profiler = StepProfiler(train_cfg.profile_steps, profile_dir)
+            summaries = _train(runs, program, phases, profiler)
         except OSError as error:  # A save that failed, or another write on the same full disk.
             cause = _failed(runs, error)
             if cause is error:
@@ -162,17 +166,22 @@ def _failed(runs: list[RunHost], error: OSError) -> OSError:
     return cause
 
 
-def _train(runs: list[RunHost], program: Program, phases: Phases) -> list[run_dir.RunSummary]:
+def _train(
+    runs: list[RunHost], program: Program, phases: Phases, profiler: StepProfiler
+) -> list[run_dir.RunSummary]:
     """Steps every run until each has ended, or a signal stops them all."""
     in_flight = collections.deque()  # metrics of the dispatched steps not yet known finished
     compiled = False
-    with StopOnSignal() as stop, phases("train"):
+    with StopOnSignal() as stop, phases("train"), profiler:
         while active := [run for run in runs if run.ended is None]:
             batches = [run.next_batch() for run in runs]
+            step = min(run.step for run in active)  # the counter this dispatch advances
+            profiler.before_step(step)
             # The first call traces and compiles; its execution is asynchronous.
             with contextlib.nullcontext() if compiled else phases("compile"):
                 metrics = program.step(batches)
             compiled = True
+            profiler.after_step(step + 1, metrics)
             in_flight.append(metrics)
             if len(in_flight) > MAX_STEPS_AHEAD:
                 jax.block_until_ready(in_flight.popleft())

@@ -65,10 +65,7 @@ class LoadedRun:
 
     @property
     def variables(self) -> dict:
-        variables = {"params": self.state.params}
-        if self.state.batch_stats:
-            variables["batch_stats"] = self.state.batch_stats
-        return variables
+        return self.state.variables
 
 
 def _check_weights(checkpoint: Path, params) -> None:

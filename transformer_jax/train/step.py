@@ -34,6 +34,14 @@ class TrainState:
     opt_state: Any
     rng: jnp.ndarray  # Base key; step k uses fold_in(rng, k), so resuming replays exactly.
 
+    @property
+    def variables(self) -> dict:
+        """The flax variables `model.apply` takes: the parameters, and the BatchNorm statistics
+        when the model keeps any (`state.replace(params=p).variables` for other parameters)."""
+        if not self.batch_stats:
+            return {"params": self.params}
+        return {"params": self.params, "batch_stats": self.batch_stats}
+
 
 def forward(model, variables, batch, *, train: bool, rngs=None, mutable=False):
     """Runs the model on a batch; returns (logits, targets, loss weights, mutated collections)."""
@@ -48,14 +56,6 @@ def forward(model, variables, batch, *, train: bool, rngs=None, mutable=False):
     if "targets_weights" in batch:  # a prompt's answer only (data.layout="prompt")
         weights_BT = weights_BT * batch["targets_weights"]
     return logits, targets_BT, weights_BT, collections
-
-
-def state_variables(state: TrainState, params=None):
-    """The flax variables of `state` (its parameters, or `params`, and BatchNorm statistics)."""
-    variables = {"params": state.params if params is None else params}
-    if state.batch_stats:
-        variables["batch_stats"] = state.batch_stats
-    return variables
 
 
 def train_step(
@@ -87,10 +87,9 @@ def train_step(
         """Gradient of the summed loss, the sums behind the metrics, and new BatchNorm stats."""
 
         def loss_fn(params):
-            variables = {"params": params, **({"batch_stats": batch_stats} if mutable else {})}
             logits, targets, weights, new_state = forward(
                 model,
-                variables,
+                state.replace(params=params, batch_stats=batch_stats).variables,
                 micro_batch,
                 train=True,
                 rngs={"dropout": rng, "positions": jax.random.fold_in(rng, POSITIONS_STREAM)},
@@ -219,7 +218,7 @@ def eval_step(state: TrainState, batch, *, model, diagnostics: bool):
     random_positions = model.config.positional.eval_positions != "plain"
     logits, targets, weights, collected = forward(
         model,
-        state_variables(state),
+        state.variables,
         batch,
         train=False,
         rngs={"positions": eval_positions_key(state, batch)} if random_positions else None,

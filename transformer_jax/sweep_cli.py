@@ -1,0 +1,180 @@
+"""The sweep command line: runs a sweep file into a workdir, or only rebuilds its report.
+
+It writes the report (transformer_jax/report), which reads the sweep package's definitions, so it
+sits above both packages; `python -m transformer_jax.sweep` runs it (transformer_jax/sweep/
+__main__.py hands the process over).
+
+    python -m transformer_jax.sweep --sweep=experiments/attention_scale.py --workdir=runs/scale
+    python -m transformer_jax.sweep --workdir=runs/scale --report_only
+    python -m transformer_jax.sweep --sweep=experiments/attention_scale.py \
+        --workdir=results/attention_scale --report_only --runs_csv=results/attention_scale/runs.csv
+    python -m transformer_jax.sweep --sweep=... --workdir=DIR --launcher=slurm --slurm_gpus=1
+    python -m transformer_jax.sweep --workdir=DIR --status
+
+Rerunning the same command resumes the sweep (see runner, and slurm for the job launchers). The
+exit status is 1 when a selected run failed or stopped before finishing (a submission exits 0 once
+its jobs are queued), 2 for a bad sweep file, flag or workdir, 130 when interrupted.
+"""
+
+import sys
+from collections.abc import Sequence
+
+from absl import app, flags
+
+from transformer_jax.commands import one_line_errors, parse_flags, recorded_command
+from transformer_jax.report.report import write_report
+from transformer_jax.sweep import slurm
+from transformer_jax.sweep.runner import DEFAULT_MAIN, resolved_sweep, run_sweep
+from transformer_jax.sweep.spec import load_sweep
+from transformer_jax.sweep_dir import read_sweep_json, update_sweep_json
+
+
+def define_flags() -> None:
+    """Command-line flags; defined only when run as a program, so importing this module (tests,
+    the trainer's own flags in one process) defines nothing."""
+    flags.DEFINE_string("sweep", None, "Sweep file (Python) defining get_sweep().")
+    flags.DEFINE_string("workdir", None, "Sweep directory: runs, sweep.json, report.")
+    flags.DEFINE_list("variants", [], "Only run these variants (default: all).")
+    flags.DEFINE_list("seeds", [], "Only run these seeds (default: all of the sweep's).")
+    flags.DEFINE_bool("quick", False, "Shrink every run: --config=<config>:quick.")
+    flags.DEFINE_integer(
+        "parallel",
+        1,
+        "Runs (or seed groups) trained at once, each pinned to its own CPUs and, with several "
+        "GPUs, given its own GPUs (CUDA_VISIBLE_DEVICES).",
+    )
+    flags.DEFINE_bool(
+        "seed_groups",
+        True,
+        "Train the pending seeds of each variant as one process and one vmapped program (one "
+        "job with a job launcher); --seed_groups=false trains every seed in a process of its "
+        "own.",
+    )
+    flags.DEFINE_bool(
+        "compile_cache",
+        True,
+        "The runs share a persistent compilation cache in WORKDIR/.compile_cache (with a job "
+        "launcher, on the shared filesystem); --compile_cache=false compiles every program in "
+        "every run.",
+    )
+    flags.DEFINE_bool(
+        "report_only",
+        False,
+        "Only regenerate the report from WORKDIR (with --sweep: first replace the stored "
+        "definition, e.g. to add a metric).",
+    )
+    flags.DEFINE_list(
+        "runs_csv",
+        [],
+        "With --report_only: read the runs from this runs.csv (a report's, e.g. a committed "
+        "results/<sweep>/runs.csv) instead of the run directories, which need not exist; "
+        "several, comma-separated, are merged (a run missing from one is taken from another).",
+    )
+    flags.DEFINE_bool(
+        "allow_dirty",
+        False,
+        "Launch runs even though transformer_jax/, configs/ or experiments/ have uncommitted "
+        "changes (refused by default: one code version per sweep); each run records the "
+        "diff's sha256 in its code.json.",
+    )
+    flags.DEFINE_string("main_module", DEFAULT_MAIN, "Trainer module run with python -m.")
+    slurm.define_flags()  # --launcher, --status, --slurm_*
+
+
+@one_line_errors("sweep")  # a bad sweep file, flag or workdir: one line, exit status 2
+def main(argv: Sequence[str]) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as e:
+        print(f"sweep: interrupted ({e}); rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+def results_section(report_path: str) -> str:
+    """The report's results table, for the console at the end of a sweep."""
+    with open(report_path) as f:
+        text = f.read()
+    start = text.find("## Results")
+    end = text.find("\n## ", start + 1)
+    return f"\n{text[start:end].strip()}\n\nFull report: {report_path}"
+
+
+def _main(argv: Sequence[str]) -> int:
+    if len(argv) > 1:
+        raise ValueError(f"unexpected arguments: {argv[1:]}")
+    f = flags.FLAGS
+    workdir = f.workdir
+    if not workdir:
+        raise ValueError("--workdir is required")
+    try:
+        seeds = [int(s) for s in f.seeds]
+    except ValueError:
+        raise ValueError(f"--seeds={','.join(f.seeds)}: must be integers") from None
+    launcher = slurm.check_launcher(f.launcher, f.parallel, slurm.flag_values(f))
+    if f.status:
+        print(slurm.format_status(slurm.sweep_status(workdir)))
+        return 0
+    if f.runs_csv and not f.report_only:
+        raise ValueError("--runs_csv only works with --report_only")
+    if f.report_only:
+        if f.sweep:
+            stored = read_sweep_json(workdir)
+            update_sweep_json(
+                workdir,
+                resolved_sweep(load_sweep(f.sweep)),
+                f.sweep,
+                stored["config_spec"],
+                stored.get("quick", False),
+                stored.get("main_module", DEFAULT_MAIN),
+            )
+        print(write_report(workdir, runs_csv=f.runs_csv or None))
+        return 0
+    if not f.sweep:
+        raise ValueError("--sweep is required (unless --report_only or --status)")
+    if launcher != slurm.LOCAL:
+        states = slurm.submit_sweep(
+            load_sweep(f.sweep),
+            f.sweep,
+            workdir,
+            launcher=launcher,
+            slurm=slurm.resources(f.sweep, slurm.flag_values(f)),
+            variants=f.variants,
+            seeds=seeds,
+            quick=f.quick,
+            main_module=f.main_module,
+            command=recorded_command("transformer_jax.sweep", sys.argv[1:]),
+            seed_groups=f.seed_groups,
+            compile_cache=f.compile_cache,
+            allow_dirty=f.allow_dirty,
+        )
+        print(slurm.format_status(states))
+        print(
+            f"\nRerun this command to resubmit what fails or is interrupted (and, once a "
+            "variant's selection runs are done, to submit its confirmation runs); "
+            f"--workdir={workdir} "
+            "--status shows progress, --report_only writes the report."
+        )
+        return 0
+    counts = run_sweep(
+        load_sweep(f.sweep),
+        f.sweep,
+        workdir,
+        variants=f.variants,
+        seeds=seeds,
+        quick=f.quick,
+        parallel=f.parallel,
+        seed_groups=f.seed_groups,
+        compile_cache=f.compile_cache,
+        main_module=f.main_module,
+        command=recorded_command("transformer_jax.sweep", sys.argv[1:]),
+        allow_dirty=f.allow_dirty,
+    )
+    report = write_report(workdir)
+    print(results_section(report))
+    # Failed or unfinished runs leave a non-zero exit so scripts notice; diverged runs are results.
+    return 1 if counts.get("failed") or counts.get("incomplete") else 0
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main, flags_parser=parse_flags("sweep"))
