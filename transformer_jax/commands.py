@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from transformer_jax import environment
+from transformer_jax.config.eval_blocks import moved_field
 
 USER_ERROR_EXIT_CODE = 2  # as argparse and absl exit for bad flags
 # The repository: the directory holding this package (configs/, experiments/, results/).
@@ -171,6 +172,9 @@ def _unknown_field(dotted: str, argv: Sequence[str]) -> str:
             break
         if part not in keys:
             where = ".".join(["config", *path[:depth]])
+            moved = moved_field(part) if path[:depth] == ["train"] else None
+            if moved is not None:
+                return f"{where}.{part} is now {moved}: set --config.{moved}"
             return f"{where} has no field {part!r}; its fields: {', '.join(sorted(keys))}"
         node = node[part]
     return _NO_SUCH_FIELD
