@@ -1,5 +1,6 @@
-"""Translation runs (the bleu evaluator): BLEU metrics, the translations files, and a :quick-shaped run
-of configs/multi30k.py on the Multi30k fixture, read back by the generate command."""
+"""Translation runs (the bleu evaluator): BLEU metrics, the translations files, and a
+:quick-shaped run of configs/multi30k.py on the Multi30k fixture, read back by the generate
+command."""
 
 import gzip
 import json
