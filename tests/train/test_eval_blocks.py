@@ -48,24 +48,25 @@ def test_default_blocks_evaluate_the_quick_start_baseline_as_before_blocks(tmp_p
 
 
 def test_each_block_has_its_own_cadence_splits_and_prefix(tmp_path):
-    """Teacher forcing every 2 steps on every split; greedy decoding of the test split alone
-    every 4 steps, its metric logged as greedy_gen_seq_accuracy; both at the last step."""
+    """Teacher forcing every 3 steps on every split; greedy decoding of the test split alone
+    every 2 steps, its metric logged as greedy_gen_seq_accuracy; both at the last step. An
+    evaluation by the decoding alone carries no curve metric (mean_loss)."""
     config = tiny_config(tmp_path / "tfds", steps_=6, log_every=2, eval_every=2, checkpoint_every=2)
-    config.train.evaluators.generation.update(every=4, splits=("test",), prefix="greedy_")
+    config.train.evaluators.teacher_forced.every = 3
+    config.train.evaluators.generation.update(splits=("test",), prefix="greedy_")
     summary = train_and_evaluate(config, str(tmp_path / "run"))
-    decoded = {
-        (m["step"], m["split"])
-        for m in _evaluations(tmp_path / "run")
-        if "greedy_gen_seq_accuracy" in m
-    }
-    assert decoded == {(4, "test"), (6, "test")}
-    forced = [(m["step"], m["split"]) for m in _evaluations(tmp_path / "run") if "loss" in m]
-    assert forced == [(s, split) for s in (2, 4, 6) for split in ("test", "test_long")]
-    assert not any("gen_seq_accuracy" in m for m in _evaluations(tmp_path / "run"))
+    evaluations = _evaluations(tmp_path / "run")
+    decoded = [(m["step"], m["split"]) for m in evaluations if "greedy_gen_seq_accuracy" in m]
+    assert decoded == [(2, "test"), (4, "test"), (6, "test")]
+    forced = [(m["step"], m["split"]) for m in evaluations if "loss" in m and "mean_loss" in m]
+    assert forced == [(s, split) for s in (3, 6) for split in ("test", "test_long")]
+    alone = [sorted(m) for m in evaluations if m["step"] in (2, 4)]
+    assert alone == [["greedy_gen_seq_accuracy", "split", "step"]] * 2
+    assert not any("gen_seq_accuracy" in m for m in evaluations)
     assert "greedy_gen_seq_accuracy" in summary.metrics["test"]
     assert "greedy_gen_seq_accuracy" not in summary.metrics["test_long"]
     stored = json.loads((tmp_path / "run" / "config.json").read_text())["train"]["evaluators"]
-    assert stored["generation"]["every"] == 4 and stored["teacher_forced"]["every"] == 2
+    assert stored["generation"]["every"] == 2 and stored["teacher_forced"]["every"] == 3
 
 
 def _bad(config, path: str, value) -> None:
