@@ -136,3 +136,16 @@ def test_the_train_fields_the_blocks_replaced_read_into_their_blocks():
     # Written back, the config holds the blocks alone, and reads as itself.
     assert TrainConfig.from_dict(TrainConfig.from_dict(before).to_dict()).evaluators == blocks
     assert TrainConfig.from_dict(defaults.train_config().to_dict()) == TrainConfig()
+
+
+def test_an_old_train_field_that_disagrees_with_its_block_is_refused():
+    """A config file's old field and a block option set on the command line: neither wins."""
+    config = defaults.train_config()
+    config.update(generate_eval=False)  # as a config file written before blocks sets it
+    config.evaluators.generation.enabled = True  # the default: the old field decides
+    assert not TrainConfig.from_dict(config.to_dict()).evaluators["generation"]["enabled"]
+    config.update(beam_size=2)
+    config.evaluators.bleu.beam_size = 5
+    message = r"^train.beam_size=2 \(the old name of train.evaluators.bleu.beam_size\) disagrees"
+    with pytest.raises(ValueError, match=message + r" with train.evaluators.bleu.beam_size=5;"):
+        TrainConfig.from_dict(config.to_dict())

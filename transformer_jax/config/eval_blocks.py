@@ -76,9 +76,27 @@ def upgrade_train_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
         for name, value in legacy.items():
             evaluator, option = LEGACY_FIELDS[name]
             if isinstance(blocks.get(evaluator), dict):
+                _check_agree(name, value, evaluator, option, blocks[evaluator])
                 blocks[evaluator][option] = value
         fields["evaluators"] = blocks
     return fields
+
+
+def _check_agree(name: str, value, evaluator: str, option: str, block: dict) -> None:
+    """A ValueError when a block option set away from its default (the command line can set
+    only the block) disagrees with the old train field a config file still sets: neither may
+    silently win."""
+    default = DEFAULT_EVALUATORS.get(evaluator, {}).get(option)
+    current = block.get(option, default)
+
+    def same(a, b) -> bool:
+        return list(a) == list(b) if isinstance(a, (tuple, list)) else a == b
+
+    if not same(current, default) and not same(current, value):
+        raise ValueError(
+            f"train.{name}={value!r} (the old name of train.evaluators.{evaluator}.{option}) "
+            f"disagrees with train.evaluators.{evaluator}.{option}={current!r}; set only the latter"
+        )
 
 
 def check_blocks(blocks, eval_every: int) -> dict[str, dict[str, Any]]:
