@@ -20,7 +20,6 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from transformer_jax import environment
-from transformer_jax.config.eval_blocks import moved_field
 
 USER_ERROR_EXIT_CODE = 2  # as argparse and absl exit for bad flags
 # The repository: the directory holding this package (configs/, experiments/, results/).
@@ -172,6 +171,10 @@ def _unknown_field(dotted: str, argv: Sequence[str]) -> str:
             break
         if part not in keys:
             where = ".".join(["config", *path[:depth]])
+            # Only on this error path: transformer_jax.config imports JAX, which commands that
+            # start without it (the sweep) must not pay for.
+            from transformer_jax.config.eval_blocks import moved_field
+
             moved = moved_field(part) if path[:depth] == ["train"] else None
             if moved is not None:
                 return f"{where}.{part} is now {moved}: set --config.{moved}"
