@@ -291,12 +291,21 @@ EVALUATORS.add("teacher_forced", EvaluatorEntry(_teacher_forced))
 EVALUATORS.add(
     "generation",
     EvaluatorEntry(
-        _generation, _generation_programs, _own_options("generation"), _generation_check
+        _generation,
+        programs=_generation_programs,
+        options=_own_options("generation"),
+        check=_generation_check,
     ),
 )
 EVALUATORS.add(
     "bleu",
-    EvaluatorEntry(_bleu, _bleu_programs, _own_options("bleu"), _bleu_check, bleu_eval.splits),
+    EvaluatorEntry(
+        _bleu,
+        programs=_bleu_programs,
+        options=_own_options("bleu"),
+        check=_bleu_check,
+        splits=bleu_eval.splits,
+    ),
 )
 
 
