@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from train_fixtures import read_metrics, tiny_config
 
-from transformer_jax import defaults
+from transformer_jax import defaults, run_dir
 from transformer_jax.config import TrainConfig
+from transformer_jax.train import evaluators
 from transformer_jax.train.trainer import train_and_evaluate
 
 # Evaluation lines of runs trained before evaluator blocks existed (see its "about").
@@ -149,3 +150,15 @@ def test_an_old_train_field_that_disagrees_with_its_block_is_refused():
     message = r"^train.beam_size=2 \(the old name of train.evaluators.bleu.beam_size\) disagrees"
     with pytest.raises(ValueError, match=message + r" with train.evaluators.bleu.beam_size=5;"):
         TrainConfig.from_dict(config.to_dict())
+
+
+def test_every_committed_run_config_reads_into_blocks():
+    """The config.json of every committed run (all written before blocks) reads, its evaluators
+    checked against the registry as a resumed or reloaded run's would be."""
+    repo = Path(__file__).resolve().parents[2]
+    paths = sorted((repo / "results").glob("**/config.json"))
+    assert paths
+    for path in paths:
+        config = run_dir.effective_config(json.loads(path.read_text()))
+        blocks = evaluators.check_blocks(TrainConfig.from_dict(config["train"])).evaluators
+        assert set(blocks) <= set(evaluators.EVALUATORS.names()), path
