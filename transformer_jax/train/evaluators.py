@@ -16,8 +16,9 @@ so the default blocks keep each run's behaviour; its own `options` with their de
 `check` of their values; the `splits` it can measure on a dataset; and `programs`, the compiled
 functions beyond the eval step it would run (its decoding), described from a prepared run alone,
 which transformer_jax.aot compiles for a TPU slice. Evaluators run in the registry's order.
-Adding an evaluation is one file (its class and registered entry) and its test; the loop, the
-run-directory contract and the ahead-of-time compiler are unchanged.
+Adding an evaluation is its class and registered entry (here, or in a module of its own that
+this one imports, as train/bleu_eval.py) and its test; the loop, the run-directory contract and
+the ahead-of-time compiler are unchanged.
 """
 
 import dataclasses
