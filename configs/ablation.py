@@ -31,8 +31,8 @@ def get_config(arg: str | None = None):
         log_every=50,
         eval_every=250,
         checkpoint_every=250,
-        # Greedy decoding scores what teacher-forced seq_accuracy already does (each step's
-        # argmax is the next input), so one split keeps the check and the longer one is skipped.
-        generate_eval_splits=("test",),
     )
+    # Greedy decoding scores what teacher-forced seq_accuracy already does (each step's argmax
+    # is the next input), so one split keeps the check and the longer one is skipped.
+    config.train.evaluators.generation.splits = ("test",)
     return defaults.shrink(config) if quick else config

@@ -47,11 +47,10 @@ def get_config(arg: str | None = None):
         log_every=60,
         eval_every=900,
         checkpoint_every=300,
-        generate_eval=False,  # exact-match accuracy means little for translation; BLEU instead
-        bleu=True,
-        beam_size=4,
-        beam_alpha=0.6,
     )
+    blocks = config.train.evaluators
+    blocks.generation.enabled = False  # exact-match accuracy means little for translation
+    blocks.bleu.update(enabled=True, beam_size=4, beam_alpha=0.6)  # BLEU instead
     if small or quick:  # A smaller model: two layers each side, d_model 128, 4 heads.
         config.model.update(d_model=128, num_encoder_layers=2, num_decoder_layers=2)
         config.model.attention.num_heads = 4
@@ -69,8 +68,8 @@ def get_config(arg: str | None = None):
             eval_every=600,
             checkpoint_every=600,
             eval_examples=256,
-            bleu_eval_examples=256,
         )
+        config.train.evaluators.bleu.examples = 256
     if quick:  # A few minutes on 2 CPU cores: the small model for about one epoch.
         config.train.update(steps=400, warmup_steps=50, eval_every=400, checkpoint_every=400)
     return config

@@ -52,11 +52,7 @@ def get_config(arg: str | None = None):
         log_every=100,
         eval_every=500,
         checkpoint_every=500,
-        # tensor2tensor's accuracy and accuracy_per_sequence are teacher-forced, as are our
-        # token_accuracy and seq_accuracy; greedy decoding of 400 tokens would cost more than
-        # training.
         eval_examples=500,  # per split: test_long evaluations at length 400 cost
-        generate_eval=False,
         diagnostics=True,  # evaluation only: ACT's ponder_mean is one of them
         # Token, not sequence, accuracy: a model learning slowly sits at a sequence accuracy
         # near 0 for thousands of steps while its token accuracy climbs, and would be stopped.
@@ -65,6 +61,9 @@ def get_config(arg: str | None = None):
         early_stop_min_delta=0.001,
         early_stop_min_steps=1_000,
     )
+    # tensor2tensor's accuracy and accuracy_per_sequence are teacher-forced, as are our
+    # token_accuracy and seq_accuracy; greedy decoding of 400 tokens would cost more than training.
+    config.train.evaluators.generation.enabled = False
     if quick:
         config = defaults.shrink(config)
         config.data.update(max_len=8, long_max_len=24)

@@ -172,6 +172,17 @@ USER_ERRORS = [
         ],
         "main: error: --config.train.profile_stepz: config.train has no field 'profile_stepz'",
     ),
+    (  # A train field that moved into an evaluator's block names its new place.
+        "transformer_jax.main",
+        ["--config=configs/algorithmic.py:copy", "--config.train.generate_eval=False"],
+        "main: error: --config.train.generate_eval: config.train.generate_eval is now "
+        "train.evaluators.generation.enabled: set --config.train.evaluators.generation.enabled",
+    ),
+    (
+        "transformer_jax.main",
+        ["--config=configs/algorithmic.py:copy", "--config.train.evaluators.bleu.every=0"],
+        "main: error: train.evaluators.bleu.every=0 must be an integer >= 1",
+    ),
     (
         "transformer_jax.main",
         ["--config=configs/algorithmic.py:copy", "--config.train.profile_steps=(4, 2)"],

@@ -59,6 +59,20 @@ def test_summary_round_trips_and_reads_what_earlier_code_wrote(tmp_path):
     assert run_dir.read_summary(tmp_path) == expected
 
 
+def test_evaluator_fields_round_trip_in_extras_and_a_top_level_bleu_is_read_into_them(tmp_path):
+    bleu = {"beam_size": 4, "beam_alpha": 0.6, "translations": "translations/test.txt"}
+    summary = run_dir.RunSummary("finished", 60, extras={"bleu": bleu, "examples": {"n": 3}})
+    run_dir.write_summary(tmp_path, summary)
+    assert run_dir.read_summary(tmp_path) == summary
+    # summary.json as written before extras: "bleu" at the top level, null without BLEU.
+    before = {"status": "finished", "step": 60, "metrics": {}, "bleu": bleu, "timing": None}
+    (tmp_path / "summary.json").write_text(json.dumps(before))
+    assert run_dir.read_summary(tmp_path).extras == {"bleu": bleu}
+    (tmp_path / "summary.json").write_text(json.dumps({**before, "bleu": None}))
+    assert run_dir.read_summary(tmp_path).extras == {}
+    assert "bleu" not in run_dir.read_summary(tmp_path).to_json()
+
+
 @pytest.mark.parametrize("text", [None, '{"status": "fini', "[1, 2]", '{"step": 3}'])
 def test_read_summary_is_none_without_a_whole_summary(tmp_path, text):
     if text is not None:

@@ -171,6 +171,13 @@ def _unknown_field(dotted: str, argv: Sequence[str]) -> str:
             break
         if part not in keys:
             where = ".".join(["config", *path[:depth]])
+            # Only on this error path: transformer_jax.config imports JAX, which commands that
+            # start without it (the sweep) must not pay for.
+            from transformer_jax.config.eval_blocks import moved_field
+
+            moved = moved_field(part) if path[:depth] == ["train"] else None
+            if moved is not None:
+                return f"{where}.{part} is now {moved}: set --config.{moved}"
             return f"{where} has no field {part!r}; its fields: {', '.join(sorted(keys))}"
         node = node[part]
     return _NO_SUCH_FIELD

@@ -8,10 +8,12 @@ them, so that config files and the command line override the same names
 """
 
 import ml_collections
+from ml_collections import config_dict
 
 from transformer_jax import data
 from transformer_jax import fields as F
 from transformer_jax.config import ModelConfig, TrainConfig, UniversalConfig, ViTConfig
+from transformer_jax.config.eval_blocks import default_evaluators
 
 FROM_DATA = -1  # model fields filled from the dataset: vocabulary, lengths, image shape
 
@@ -33,8 +35,13 @@ def model_config(**overrides) -> ml_collections.ConfigDict:
 
 
 def train_config(**overrides) -> ml_collections.ConfigDict:
-    """`TrainConfig`'s defaults as a ConfigDict."""
-    config = ml_collections.ConfigDict(F.to_dict(TrainConfig()))
+    """`TrainConfig`'s defaults as a ConfigDict. Each evaluator block's `every` is an int
+    placeholder (None: train.eval_every), so the command line can set it."""
+    fields = F.to_dict(TrainConfig())
+    fields["evaluators"] = default_evaluators()
+    config = ml_collections.ConfigDict(fields)
+    for block in config.evaluators.values():
+        block.every = config_dict.placeholder(int)
     for name, value in overrides.items():
         _set(config, name, value, "train")
     return config

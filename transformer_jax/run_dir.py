@@ -43,7 +43,7 @@ JOB_FILE = "job.json"  # the sweep's job launchers (sweep/slurm.py): launcher, j
 # factors, overridden fields}} (sweep/hparams.py), read by the run's trackers (tracking/).
 HPARAMS_FILE = "hparams.json"
 WANDB_FILE = "wandb.json"  # train.wandb_project: {"id", "project"} of the run's W&B run
-TRANSLATIONS_DIR = "translations"  # train.bleu: decoded test split, one line per example
+TRANSLATIONS_DIR = "translations"  # the bleu evaluator: decoded test split, one line per example
 PROFILE_DIR = "profile"  # train.profile_steps: the jax.profiler trace (train/profile.py)
 
 # How the trainer's process exits (besides 0, finished, and the commands' USER_ERROR_EXIT_CODE 2):
@@ -128,14 +128,16 @@ class RunSummary:
     wall_time_s: seconds of training, summed over the processes of a resumed run (each killed
       process up to its last line kept in metrics.jsonl).
     error: why a diverged or failed run stopped; None otherwise.
-    bleu: translation runs (train.bleu): the test decoding settings, sacreBLEU signatures and
-      the translations file (transformer_jax/train/bleu_eval.py); None otherwise.
     early_stop: runs with train.early_stop_metric: the criterion, the best value and its step,
       and stopped_step and reason when it stopped before train.steps
       (transformer_jax/train/early_stop.py); None otherwise.
     timing: seconds per phase of this process (startup, data, init, compile, train, eval,
       decode, checkpoint, other, total; transformer_jax/train/timing.py); None in summaries
       written before it existed.
+    extras: evaluator name -> the fields it records (its `summary_fields`,
+      transformer_jax/train/evaluators.py), e.g. "bleu": the test decoding settings, sacreBLEU
+      signatures and translations file; summaries written before extras held "bleu" at the top
+      level, which `from_json` reads into extras.
     """
 
     status: Status
@@ -145,22 +147,33 @@ class RunSummary:
     tokens_per_sec: float | None = None
     wall_time_s: float | None = None
     error: str | None = None
-    bleu: dict[str, Any] | None = None
     early_stop: dict[str, Any] | None = None
     timing: dict[str, float | None] | None = None
+    extras: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, obj: Any) -> "RunSummary":
-        """Parses `to_json`'s output; unknown fields (from newer code) are ignored."""
+        """Parses `to_json`'s output; unknown fields (from newer code) are ignored, and the
+        evaluator fields older summaries kept at the top level (`_EXTRAS_BEFORE`) move into
+        extras."""
         if not isinstance(obj, Mapping) or "status" not in obj or "step" not in obj:
             raise ValueError(f"not a run summary (needs status and step): {obj!r:.200}")
         known = {field.name for field in dataclasses.fields(cls)}
         fields = {k: v for k, v in obj.items() if k in known}
         fields["metrics"] = fields.get("metrics") or {}
+        extras = dict(fields.get("extras") or {})
+        for name in _EXTRAS_BEFORE:
+            if obj.get(name) is not None:
+                extras.setdefault(name, obj[name])
+        fields["extras"] = extras
         return cls(**fields)
+
+
+# Evaluator fields that summaries written before RunSummary.extras held at the top level.
+_EXTRAS_BEFORE = ("bleu",)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -88,7 +88,8 @@ def tiny_translation():
     config.model.update(d_model=32, num_encoder_layers=1, num_decoder_layers=1)
     config.model.attention.num_heads = 2
     config.model.ffn.d_ff = 64
-    config.train.update(generate_eval=True, bleu=True)
+    config.train.evaluators.generation.enabled = True
+    config.train.evaluators.bleu.enabled = True
     return config
 
 
@@ -120,7 +121,8 @@ def test_encoder_decoder_compiles_train_eval_and_its_evaluators_decodings():
     greedy, beam = programs[3:]
     assert beam.total_bytes > greedy.total_bytes  # four hypotheses per example
     assert greedy.tokens == 8 * 16  # the test split's target length, every row
-    config.train.update(generate_eval=False, bleu=False)  # no evaluator decodes: nothing more
+    config.train.evaluators.generation.enabled = False  # no evaluator decodes: nothing more
+    config.train.evaluators.bleu.enabled = False
     assert evaluators.programs(plan_run(config, get_topology("v5e:1x1")).prepared) == {}
 
 

@@ -24,10 +24,11 @@ pytestmark = pytest.mark.usefixtures("libtpu")
 @pytest.mark.parametrize(
     "model, train",
     [
-        ({}, {"evaluators": ("teacher_forced", "no_such_evaluator")}),
-        ({}, {"generate_eval_splits": ("no_such_split",)}),
+        ({}, {"evaluators": {"no_such_evaluator": {}}}),
+        ({}, {"evaluators": {"generation": {"splits": ("no_such_split",)}}}),
+        ({}, {"evaluators": {"bleu": {"every": 0}}}),
         ({}, {"early_stop_metric": "no_such_split/loss"}),
-        ({"scan_layers": True}, {"generate_eval": True}),
+        ({"scan_layers": True}, {"evaluators": {"generation": {"enabled": True}}}),
     ],
 )
 def test_the_trainer_and_the_compiler_refuse_a_run_alike(tmp_path, model, train):
@@ -50,12 +51,12 @@ def _command(module: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_main_and_aot_print_the_same_error_line(tmp_path):
-    bad = "--config.train.evaluators=('teacher_forced','no_such_evaluator')"
+    bad = "--config.train.evaluators.generation.splits=('no_such_split',)"
     trained = _command("transformer_jax.main", f"--workdir={tmp_path / 'run'}", bad)
     compiled = _command("transformer_jax.aot", "--topology=v5e:1x1", bad)
     assert trained.returncode == compiled.returncode == 2
     lines = [r.stderr.strip().splitlines()[-1] for r in (trained, compiled)]
-    assert lines[0].startswith("main: error: train.evaluators='no_such_evaluator'")
+    assert lines[0].startswith("main: error: train.evaluators.generation.splits contains")
     assert lines[0].removeprefix("main: ") == lines[1].removeprefix("aot: ")
     assert not (tmp_path / "run").exists()
 

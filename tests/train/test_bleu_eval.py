@@ -1,5 +1,6 @@
-"""Translation runs (train.bleu): BLEU metrics, the translations files, and a :quick-shaped run
-of configs/multi30k.py on the Multi30k fixture, read back by the generate command."""
+"""Translation runs (the bleu evaluator): BLEU metrics, the translations files, and a
+:quick-shaped run of configs/multi30k.py on the Multi30k fixture, read back by the generate
+command."""
 
 import gzip
 import json
@@ -40,17 +41,17 @@ def quick_config(data_dir):
     config.model.update(d_model=32, num_encoder_layers=1, num_decoder_layers=1)
     config.model.attention.num_heads = 2
     config.model.ffn.d_ff = 64
-    config.train.update(
-        steps=20, warmup_steps=5, log_every=10, eval_every=10, checkpoint_every=10, beam_size=2
-    )
+    config.train.update(steps=20, warmup_steps=5, log_every=10, eval_every=10, checkpoint_every=10)
+    config.train.evaluators.bleu.beam_size = 2
     return config
 
 
 def test_bleu_needs_validation_and_test_splits(tmp_path):
     config = defaults.base_config("copy")
     config.data.update(data_dir=str(tmp_path), num_train=50, num_test=10, num_test_long=0)
-    config.train.bleu = True
-    with pytest.raises(ValueError, match=r"train.bleu=True needs validation and test splits"):
+    config.train.evaluators.bleu.enabled = True
+    match = r"train.evaluators.bleu.enabled=True needs validation and test splits"
+    with pytest.raises(ValueError, match=match):
         train_and_evaluate(config, str(tmp_path / "run"))
 
 
@@ -66,7 +67,8 @@ def test_quick_shaped_run_logs_bleu_and_writes_translations(quick_run):
     assert summary.status == "finished"
     assert "bleu_greedy" in summary.metrics["validation"]
     on_disk = json.loads((workdir / "summary.json").read_text())
-    assert on_disk["bleu"]["signatures"]["bleu"].startswith("nrefs:1|case:mixed")
+    assert on_disk["extras"]["bleu"]["signatures"]["bleu"].startswith("nrefs:1|case:mixed")
+    assert on_disk["extras"]["bleu"]["beam_size"] == 2 and "bleu" not in on_disk
     lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     validation = [m for m in lines if m["split"] == "validation"]
     assert [m["step"] for m in validation] == [10, 20]
@@ -75,7 +77,7 @@ def test_quick_shaped_run_logs_bleu_and_writes_translations(quick_run):
     bleu_names = {f"{b}_{s}" for b in ("bleu", "bleu_lc") for s in ("beam", "greedy")}
     assert bleu_names <= set(summary.metrics["test"])
     assert all(0 <= summary.metrics["test"][name] <= 100 for name in bleu_names)
-    assert on_disk["bleu"]["translations"] == "translations/test.txt"
+    assert on_disk["extras"]["bleu"]["translations"] == "translations/test.txt"
 
 
 def test_translations_are_one_line_per_test_example_in_order(quick_run):

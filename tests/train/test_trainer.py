@@ -209,16 +209,16 @@ def test_bad_inputs_fail_before_compiling(tmp_path):
     config.model.family = "decoder_only"
     with pytest.raises(ValueError, match="model.family='decoder_only'"):
         train_and_evaluate(config, str(tmp_path / "d"))
-    config = tiny_config(tmp_path / "tfds", generate_eval_splits=("dev",))
-    with pytest.raises(ValueError, match="generate_eval_splits contains 'dev'.*'test_long'"):
+    config = tiny_config(tmp_path / "tfds")
+    config.train.evaluators.generation.splits = ("dev",)
+    with pytest.raises(ValueError, match="generation.splits contains 'dev'.*'test_long'"):
         train_and_evaluate(config, str(tmp_path / "e"))
     assert not (tmp_path / "a").exists()
 
 
 def test_decoding_only_the_splits_asked_for(tmp_path):
-    config = tiny_config(
-        tmp_path / "tfds", steps_=10, eval_every=10, generate_eval_splits=("test",)
-    )
+    config = tiny_config(tmp_path / "tfds", steps_=10, eval_every=10)
+    config.train.evaluators.generation.splits = ("test",)
     summary = train_and_evaluate(config, str(tmp_path / "run"))
     assert "gen_seq_accuracy" in summary.metrics["test"]
     assert "gen_seq_accuracy" not in summary.metrics["test_long"]

@@ -1,12 +1,18 @@
 """The typed training configuration: built once from `config.train`, the one source of its
 defaults (the ConfigDict of every config file is made from this dataclass)."""
 
+import copy
 import dataclasses
 import importlib.util
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from transformer_jax import fields as F
+from transformer_jax.config.eval_blocks import (
+    check_blocks,
+    default_evaluators,
+    upgrade_train_fields,
+)
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("rsqrt", "cosine", "constant")
@@ -33,7 +39,7 @@ class TrainConfig:
     grad_clip_norm: float = 1.0  # clip the global gradient norm; 0 = no clipping
     label_smoothing: float = 0.0  # the paper: 0.1
     log_every: int = 50  # steps between train-metric log lines
-    eval_every: int = 500  # steps between evaluations (and at the end)
+    eval_every: int = 500  # steps between evaluations (and at the end): every block's default
     eval_examples: int = 0  # examples per eval split; 0 = the whole split
     checkpoint_every: int = 500  # steps between checkpoints (a multiple of log_every)
     keep_checkpoints: int = 2  # newest checkpoints kept on disk
@@ -42,25 +48,11 @@ class TrainConfig:
     # by name (train/checkpoint.py).
     restore_fallback: bool = False
     diagnostics: bool = True  # attention entropy / max weight / logit std per layer at eval
-    # seq2seq only (ignored otherwise): also greedy-decode every eval batch, the decoder reading
-    # its own outputs, and log gen_seq_accuracy, the fraction of outputs equal to the target.
-    generate_eval: bool = True
-    # The eval splits greedy-decoded when generate_eval (); () = every one. Decoding a long split
-    # (test_long, or lengths 400) costs more than training between evaluations: decode the
-    # splits whose gen_seq_accuracy you report.
-    generate_eval_splits: tuple[str, ...] = ()
-    # Translation datasets (text references: multi30k, wmt14) only: sacreBLEU of decoded text,
-    # see transformer_jax.train.bleu_eval. Every evaluation adds the validation BLEU of greedy
-    # decoding; the last one also decodes the test split by beam search and greedily, and
-    # writes the translations to the run directory (translations/).
-    bleu: bool = False
-    bleu_eval_examples: int = 0  # validation examples decoded at each evaluation; 0 = all
-    beam_size: int = 4  # test decoding: hypotheses kept per example (the paper: 4)
-    beam_alpha: float = 0.6  # test decoding: GNMT length penalty exponent (the paper: 0.6)
-    # What each evaluation measures, in this order (train/evaluators.py): "teacher_forced"
-    # (loss, accuracies), "generation" (gen_seq_accuracy; seq2seq with generate_eval) and
-    # "bleu" (with bleu). One that does not apply to the run is skipped.
-    evaluators: tuple[str, ...] = ("teacher_forced", "generation", "bleu")
+    # What each evaluation measures: evaluator name -> its block (every, splits, prefix and its
+    # own options; config/eval_blocks.py), run in this order. The default blocks: "teacher_forced"
+    # (loss, accuracies), "generation" (seq2seq: gen_seq_accuracy) and "bleu" (translation,
+    # enabled=False). One that does not apply to the run is skipped.
+    evaluators: dict[str, dict[str, Any]] = dataclasses.field(default_factory=default_evaluators)
     # Scale-out (see transformer_jax.train.parallel). data.batch_size is the global batch: it
     # must divide evenly over the devices (and the micro-batches).
     parallelism: str = "jit"  # jit: one program over a device mesh (GSPMD) | pmap: replicated
@@ -94,9 +86,9 @@ class TrainConfig:
     def __post_init__(self):
         for name in ("steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
             F.check_int(f"train.{name}", getattr(self, name), 1)
-        for name in ("warmup_steps", "eval_examples", "bleu_eval_examples"):
+        for name in ("warmup_steps", "eval_examples"):
             F.check_int(f"train.{name}", getattr(self, name), 0)
-        for name in ("fsdp", "grad_accum_steps", "beam_size"):
+        for name in ("fsdp", "grad_accum_steps"):
             F.check_int(f"train.{name}", getattr(self, name), 1)
         F.check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
         F.check_choice("train.schedule", self.schedule, SCHEDULES)
@@ -108,7 +100,6 @@ class TrainConfig:
         F.check_float("train.eps", self.eps, above=0.0)
         F.check_float("train.weight_decay", self.weight_decay, at_least=0.0)
         F.check_float("train.grad_clip_norm", self.grad_clip_norm, at_least=0.0)
-        F.check_float("train.beam_alpha", self.beam_alpha, at_least=0.0)
         F.check_int("train.early_stop_patience", self.early_stop_patience, 1)
         F.check_int("train.early_stop_min_steps", self.early_stop_min_steps, 0)
         F.check_float("train.early_stop_min_delta", self.early_stop_min_delta, at_least=0.0)
@@ -120,20 +111,9 @@ class TrainConfig:
                 f"train.early_stop_metric={self.early_stop_metric!r} must be '' (off) or "
                 "'split/metric', e.g. 'test/seq_accuracy'"
             )
-        for name in ("diagnostics", "generate_eval", "distributed", "bleu", "restore_fallback"):
+        for name in ("diagnostics", "distributed", "restore_fallback"):
             F.check_bool(f"train.{name}", getattr(self, name))
-        splits = self.generate_eval_splits
-        if not isinstance(splits, (tuple, list)) or not all(isinstance(x, str) for x in splits):
-            raise ValueError(
-                f"train.generate_eval_splits={splits!r} must be a tuple of eval split names, "
-                "e.g. ('test',), or () for every split"
-            )
-        names = self.evaluators
-        if not isinstance(names, (tuple, list)) or not all(isinstance(x, str) for x in names):
-            raise ValueError(
-                f"train.evaluators={names!r} must be a tuple of evaluator names, e.g. "
-                "('teacher_forced', 'generation', 'bleu')"
-            )
+        object.__setattr__(self, "evaluators", check_blocks(self.evaluators, self.eval_every))
         if not isinstance(self.wandb_project, str):
             raise ValueError(
                 f"train.wandb_project={self.wandb_project!r} must be a W&B project name or '' (off)"
@@ -193,11 +173,12 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, fields: Mapping[str, Any]) -> "TrainConfig":
-        """From `config.train.to_dict()` or a run's config.json, rejecting unknown fields."""
-        return F.build(cls, fields, "train")
+        """From `config.train.to_dict()` or a run's config.json, rejecting unknown fields; the
+        fields evaluator blocks replaced are read into their blocks (`upgrade_train_fields`)."""
+        return F.build(cls, upgrade_train_fields(fields), "train")
 
     def to_dict(self) -> dict:
-        return F.to_dict(self)
+        return copy.deepcopy(F.to_dict(self))
 
     def replace(self, **changes) -> "TrainConfig":
         return dataclasses.replace(self, **changes)

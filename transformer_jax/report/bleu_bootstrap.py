@@ -7,8 +7,8 @@ sentences explains? sacreBLEU resamples the test sentences with replacement (1,0
 fixed seed 12345), scores both systems on every sample and reports the share of samples in which
 the difference is at least as far from zero as observed (its p-value, with add-one smoothing).
 
-Reads the translations a run with train.bleu=True writes (translations/test.txt for beam search,
-test.greedy.txt for greedy decoding, test.ref.txt the references):
+Reads the translations a run with the bleu evaluator enabled writes (translations/test.txt for
+beam search, test.greedy.txt for greedy decoding, test.ref.txt the references):
 
   python -m transformer_jax.report.bleu_bootstrap --baseline=runs/a --systems=runs/b,runs/c
 """
@@ -55,7 +55,7 @@ def _read_lines(path: str) -> list[str]:
     if not os.path.isfile(path):
         raise ValueError(
             f"{path!r} does not exist: a run writes its test translations when it trains with "
-            "train.bleu=True and finishes"
+            "train.evaluators.bleu.enabled=True and finishes"
         )
     with open(path, encoding="utf-8") as f:
         return f.read().splitlines()

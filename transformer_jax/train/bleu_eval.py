@@ -1,11 +1,13 @@
-"""BLEU during and after training (train.bleu=True): decoded translations scored by sacreBLEU.
+"""BLEU during and after training (the "bleu" block of train.evaluators, `enabled=True`):
+decoded translations scored by sacreBLEU. Its block's options (config/eval_blocks.py):
 
-Every evaluation decodes the first train.bleu_eval_examples validation examples (all when 0)
-greedily: validation/bleu_greedy and validation/bleu_lc_greedy (see transformer_jax.decoding.bleu
-for the two BLEU settings). The last evaluation also decodes the whole test split from the final
-parameters, by beam search (train.beam_size, train.beam_alpha; the paper: 4 and 0.6) and
-greedily, so both decodings of the same model are reported: test/bleu_beam, test/bleu_lc_beam,
-test/bleu_greedy, test/bleu_lc_greedy. It writes, one line per test example in test order:
+Every evaluation decodes the first `examples` examples (all when 0) of each of the block's
+`splits` (default: validation) greedily: validation/bleu_greedy and validation/bleu_lc_greedy
+(see transformer_jax.decoding.bleu for the two BLEU settings). The last evaluation also decodes
+the whole test split from the final parameters, by beam search (`beam_size`, `beam_alpha`; the
+paper: 4 and 0.6) and greedily, so both decodings of the same model are reported: test/bleu_beam,
+test/bleu_lc_beam, test/bleu_greedy, test/bleu_lc_greedy. It writes, one line per test example
+in test order:
 
   translations/test.txt         beam-search outputs (the test BLEU), detokenized
   translations/test.greedy.txt  greedy outputs
@@ -18,7 +20,6 @@ so anyone can rescore them (`sacrebleu translations/test.ref.txt < translations/
 from pathlib import Path
 
 from transformer_jax import data, decoding
-from transformer_jax.config import TrainConfig
 from transformer_jax.decoding.bleu import corpus_bleu
 from transformer_jax.decoding.text import decode_to_text
 from transformer_jax.run_dir import TRANSLATIONS_DIR
@@ -30,23 +31,29 @@ def check_splits(info: data.DatasetInfo) -> None:
     """A ValueError unless the data has the validation and test splits BLEU decodes."""
     if not {"validation", "test"} <= set(info.eval_splits):
         raise ValueError(
-            f"train.bleu=True needs validation and test splits; dataset {info.name!r} has "
-            f"{list(info.eval_splits)}. Set train.bleu=False"
+            f"train.evaluators.bleu.enabled=True needs validation and test splits; dataset "
+            f"{info.name!r} has {list(info.eval_splits)}. Set train.evaluators.bleu.enabled=False"
         )
 
 
-def generate_fns(model, train_cfg: TrainConfig, info: data.DatasetInfo, batch_size: int) -> dict:
+def splits(info: data.DatasetInfo) -> tuple[str, ...]:
+    """The splits the block's `splits` may name: every evaluation split but the test split,
+    which the last evaluation decodes whole."""
+    return tuple(split for split in info.eval_splits if split != "test")
+
+
+def generate_fns(model, block: dict, info: data.DatasetInfo, batch_size: int) -> dict:
     """strategy -> the jitted `fn(variables, inputs_BS, rng)` that decodes the evaluation's
-    batches (transformer_jax.decoding), greedy and beam (train.beam_size, train.beam_alpha), up
-    to the test split's target length; compiled on first use, once: every eval batch has the
+    batches (transformer_jax.decoding), greedy and beam (the block's beam_size and beam_alpha),
+    up to the test split's target length; compiled on first use, once: every eval batch has the
     test split's input shape, `input_shape(...)`."""
     target_len = info.padded_lengths("test")[1]
     decode = {
         "greedy": decoding.DecodeConfig("greedy", max_new_tokens=target_len),
         "beam": decoding.DecodeConfig(
             "beam",
-            beam_size=train_cfg.beam_size,
-            alpha=train_cfg.beam_alpha,
+            beam_size=block["beam_size"],
+            alpha=block["beam_alpha"],
             max_new_tokens=target_len,
         ),
     }
@@ -70,7 +77,7 @@ class BleuEvaluator:
         self,
         dataset: data.Dataset,
         batch_size: int,
-        train_cfg: TrainConfig,
+        block: dict,
         model,
         workdir: Path,
         parallel,
@@ -78,7 +85,8 @@ class BleuEvaluator:
     ):
         info = dataset.info
         check_splits(info)
-        limits = {"validation": train_cfg.bleu_eval_examples or None, "test": None}
+        limits = {split: block["examples"] or None for split in block["splits"] or ["validation"]}
+        limits["test"] = None  # the last evaluation's, always whole
         self._batches = {
             split: dataset.eval_batches(split, batch_size=batch_size, max_examples=n)
             for split, n in limits.items()
@@ -87,10 +95,10 @@ class BleuEvaluator:
             split: dataset.text_pairs(split, max_examples=n) for split, n in limits.items()
         }
         # Compiled on first use, once: every eval batch has the same shape.
-        self._generate = generate_fns(model, train_cfg, info, batch_size)
+        self._generate = generate_fns(model, block, info, batch_size)
         self._tokenizer = info.tokenizer
         self._out = Path(workdir) / TRANSLATIONS_DIR
-        self._summary = {"beam_size": train_cfg.beam_size, "beam_alpha": train_cfg.beam_alpha}
+        self._summary = {"beam_size": block["beam_size"], "beam_alpha": block["beam_alpha"]}
         self._parallel, self._phases = parallel, phases
 
     def _score(self, split: str, strategy: str, variables) -> tuple[list[str], dict[str, float]]:
@@ -109,9 +117,9 @@ class BleuEvaluator:
 
     def _evaluate(self, state, results: dict[str, dict[str, float]], *, final: bool) -> None:
         variables = state.variables
-        results.setdefault("validation", {}).update(
-            self._score("validation", "greedy", variables)[1]
-        )
+        for split in self._batches:
+            if split != "test":
+                results.setdefault(split, {}).update(self._score(split, "greedy", variables)[1])
         if not final:
             return
         sources, references = zip(*self._pairs["test"], strict=True)
@@ -127,5 +135,6 @@ class BleuEvaluator:
         self._summary["translations"] = f"{TRANSLATIONS_DIR}/test.txt"
 
     def summary_fields(self) -> dict:
-        """summary.json's "bleu": the decoding settings, sacreBLEU signatures, translations."""
-        return {"bleu": dict(self._summary)}
+        """summary.json's extras["bleu"]: the decoding settings, sacreBLEU signatures and the
+        translations file."""
+        return dict(self._summary)

@@ -2,9 +2,10 @@
 loss and accuracy sit at their bounds.
 
 Every evaluation split that reports a loss gets, at each evaluation:
-- `mean_loss`: the mean of the split's loss over the evaluations so far (every
-  `train.eval_every` steps; the area under the loss curve divided by the number of evaluations),
-  lower for a run that learns sooner even when two runs end at the same loss;
+- `mean_loss`: the mean of the split's loss over the evaluations that measured it so far (every
+  `every` steps of the teacher_forced block, train.eval_every by default; the area under the
+  loss curve divided by the number of evaluations), lower for a run that learns sooner even when
+  two runs end at the same loss;
 - `steps_to_threshold` (only with `train.loss_threshold` > 0): the step of the first evaluation
   whose loss was at or below the threshold. Absent until it is reached, so a run that never
   reaches it does not report it (a sweep's table then counts only the seeds that did: its n says
@@ -47,7 +48,7 @@ class CurveMetrics:
         """Adds the curve metrics so far to `results` without counting it as an evaluation (a
         repeated final evaluation: a run resumed at its end)."""
         for split, count in self.evaluations.items():
-            if split in results:
+            if "loss" in results.get(split, {}):  # not a split only another evaluator measured
                 results[split][MEAN_LOSS] = self.loss_sum[split] / count
                 if split in self.reached:
                     results[split][STEPS_TO_THRESHOLD] = float(self.reached[split])

@@ -40,6 +40,10 @@ class EarlyStopping:
     def stopped(self) -> bool:
         return self.stopped_step is not None
 
+    def holds(self, results: dict[str, dict[str, float]]) -> bool:
+        """Whether an evaluation's results (split -> metric -> value) hold the metric."""
+        return self.name in results.get(self.split, {})
+
     def update(self, step: int, results: dict[str, dict[str, float]]) -> bool:
         """Records the evaluation at `step` (split -> metric -> value); True when it stops."""
         values = results.get(self.split, {})

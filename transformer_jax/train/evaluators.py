@@ -1,25 +1,29 @@
 """Evaluators: what a run measures on its evaluation splits, one class per kind of evaluation.
 
-An evaluator is the small interface below (`Evaluator`): its `name` (as `train.evaluators`
-lists it), `at_end` (whether the last evaluation of a run does more than the others, e.g.
-decode the test split) and `evaluate`, which adds its metrics to the evaluation's results
+An evaluator is the small interface below (`Evaluator`): its `name` (its key in
+`train.evaluators`), `at_end` (whether the last evaluation of a run does more than the others,
+e.g. decode the test split) and `evaluate`, which adds its metrics to the evaluation's results
 (split -> metric -> value; the loop writes them to metrics.jsonl) and may write files to the
-run directory; `summary_fields` are what it adds to summary.json. Every evaluator runs at each
-evaluation (every `train.eval_every` steps and at the end), in the order `train.evaluators`
-lists them, each seeing the results of those before it.
+run directory; `summary_fields` are what it records in summary.json, under its name in the
+summary's `extras` (run_dir.RunSummary).
 
-The registry below maps a name to an `EvaluatorEntry`: a builder `(EvalContext) -> Evaluator |
-None`, which returns None when its evaluation does not apply to the run (decoding on a language
-model, BLEU with `train.bleu` off), so the default list, every evaluator, keeps each run's
-behaviour; and `programs`, the compiled functions beyond the eval step it would run (its
-decoding), described from a prepared run alone, which transformer_jax.aot compiles for a TPU
-slice. Adding an evaluation is one class, its registered entry and its test; the loop and the
-ahead-of-time compiler are unchanged.
+`train.evaluators` gives each evaluator a block (config/eval_blocks.py): `every` (its cadence:
+it runs every `every` steps and at the end), `splits`, `prefix` (put before each metric name it
+logs) and its own options. The registry below maps a name to an `EvaluatorEntry`: a builder
+`(EvalContext) -> Evaluator | None` that reads its block from `context.block` and returns None
+when its evaluation does not apply to the run (decoding on a language model, BLEU not enabled),
+so the default blocks keep each run's behaviour; its own `options` with their defaults and a
+`check` of their values; the `splits` it can measure on a dataset; and `programs`, the compiled
+functions beyond the eval step it would run (its decoding), described from a prepared run alone,
+which transformer_jax.aot compiles for a TPU slice. Evaluators run in the registry's order.
+Adding an evaluation is its class and registered entry (here, or in a module of its own that
+this one imports, as train/bleu_eval.py) and its test; the loop, the run-directory contract and
+the ahead-of-time compiler are unchanged.
 """
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,6 +32,8 @@ import numpy as np
 from jax import ShapeDtypeStruct
 
 from transformer_jax import decoding
+from transformer_jax import fields as F
+from transformer_jax.config import eval_blocks
 from transformer_jax.data.abstract import abstract_batch, longest_lengths
 from transformer_jax.registry import Registry
 from transformer_jax.train import bleu_eval
@@ -48,14 +54,15 @@ class Evaluator(Protocol):
         `final`: the run's last evaluation."""
 
     def summary_fields(self) -> dict[str, Any]:
-        """summary.json fields this evaluator records (RunSummary field -> value); {} if none."""
+        """What it records in summary.json, as its `extras[name]` (field -> value); {} if none."""
 
 
 @dataclasses.dataclass(frozen=True)
 class EvalContext:
     """What a builder may use: the prepared run (train/trainer.py's Prepared), its device layout
-    (train/parallel.py), its batch size, directory and phase timer, and `shared`, compiled
-    functions the runs of one seed group share (`shared_fn`)."""
+    (train/parallel.py), its batch size, directory and phase timer, `shared`, compiled
+    functions the runs of one seed group share (`shared_fn`), and `block`, the evaluator's own
+    block of train.evaluators (every key filled in)."""
 
     prepared: Any
     parallel: Any
@@ -63,6 +70,11 @@ class EvalContext:
     workdir: Path
     phases: Phases
     shared: dict = dataclasses.field(default_factory=dict)
+    block: dict = dataclasses.field(default_factory=dict)
+
+    def splits(self, default) -> tuple[str, ...]:
+        """The block's `splits`, or `default` when it names none."""
+        return self.block["splits"] or tuple(default)
 
     def shared_fn(self, key: str, build):
         """`build()`, once per group: its runs then compile it once."""
@@ -89,15 +101,29 @@ def _no_programs(prepared) -> dict[str, EvalProgram]:
     return {}
 
 
+def _no_check(field: str, block: dict) -> None:
+    return None
+
+
+def _eval_splits(info) -> tuple[str, ...]:
+    return tuple(info.eval_splits)
+
+
 @dataclasses.dataclass(frozen=True)
 class EvaluatorEntry:
     """One registered evaluator: `build(EvalContext) -> Evaluator | None` (see the module
-    docstring) and `programs(prepared) -> {name: EvalProgram}`, the compiled functions beyond the
+    docstring); `programs(prepared) -> {name: EvalProgram}`, the compiled functions beyond the
     eval step that it runs for a prepared run (train/trainer.py's Prepared; {} when none or when
-    it does not apply), raising the ValueError its builder would."""
+    it does not apply), raising the ValueError its builder would; `options`, the keys of its
+    block beyond the common ones, with their defaults; `check(field, block)`, a ValueError naming
+    `field.<option>` for an option value it cannot take; `splits(info)`, the evaluation splits
+    its block may name on a dataset (data.DatasetInfo)."""
 
     build: Callable[[EvalContext], Evaluator | None]
     programs: Callable[[Any], dict[str, EvalProgram]] = _no_programs
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    check: Callable[[str, dict], None] = _no_check
+    splits: Callable[[Any], tuple[str, ...]] = _eval_splits
 
 
 EVALUATORS: Registry[EvaluatorEntry] = Registry("train.evaluators")
@@ -169,20 +195,23 @@ def _teacher_forced(context: EvalContext) -> TeacherForced:
         steps.eval_step, model=prepared.model, diagnostics=prepared.train_cfg.diagnostics
     )
     eval_fn = context.shared_fn("eval_step", lambda: context.parallel.wrap_eval(jax.jit(eval_step)))
-    return TeacherForced(eval_fn, prepared.eval_sets)
+    splits = context.splits(prepared.eval_sets)
+    return TeacherForced(eval_fn, {split: prepared.eval_sets[split] for split in splits})
 
 
-def _generates(prepared) -> bool:
-    return prepared.info.kind == "seq2seq" and prepared.train_cfg.generate_eval
+def generates(prepared) -> bool:
+    """Whether the "generation" evaluator decodes in this run: seq2seq data, enabled."""
+    block = prepared.train_cfg.evaluators.get("generation")
+    return prepared.info.kind == "seq2seq" and block is not None and block["enabled"]
 
 
 def _generated_splits(prepared) -> tuple[str, ...]:
-    return prepared.train_cfg.generate_eval_splits or prepared.info.eval_splits
+    return prepared.train_cfg.evaluators["generation"]["splits"] or prepared.info.eval_splits
 
 
 def _generation(context: EvalContext) -> GenerationAccuracy | None:
     prepared = context.prepared
-    if not _generates(prepared):
+    if not generates(prepared):
         return None
     generate_fn = context.shared_fn(
         "generation_step", lambda: context.parallel.wrap_eval(_generation_step(prepared.model))
@@ -193,7 +222,7 @@ def _generation(context: EvalContext) -> GenerationAccuracy | None:
 
 def _generation_programs(prepared) -> dict[str, EvalProgram]:
     """Greedy decoding of evaluation batches, at the longest of the decoded splits."""
-    if not _generates(prepared):
+    if not generates(prepared):
         return {}
     lengths = longest_lengths(prepared.info, _generated_splits(prepared))
     data_config = prepared.resolved["data"]
@@ -210,12 +239,12 @@ def _generation_programs(prepared) -> dict[str, EvalProgram]:
 
 def _bleu(context: EvalContext) -> bleu_eval.BleuEvaluator | None:
     prepared = context.prepared
-    if not prepared.train_cfg.bleu:
+    if not context.block["enabled"]:
         return None
     return bleu_eval.BleuEvaluator(
         prepared.dataset,
         context.batch_size,
-        prepared.train_cfg,
+        context.block,
         prepared.model,
         context.workdir,
         context.parallel,
@@ -225,12 +254,13 @@ def _bleu(context: EvalContext) -> bleu_eval.BleuEvaluator | None:
 
 def _bleu_programs(prepared) -> dict[str, EvalProgram]:
     """The greedy and beam decoding of the test split's sources (train/bleu_eval.py)."""
-    if not prepared.train_cfg.bleu:
+    block = prepared.train_cfg.evaluators["bleu"]
+    if not block["enabled"]:
         return {}
     info, model = prepared.info, prepared.model
     bleu_eval.check_splits(info)
     shape = bleu_eval.input_shape(info, prepared.batch_size)
-    fns = bleu_eval.generate_fns(model, prepared.train_cfg, info, prepared.batch_size)
+    fns = bleu_eval.generate_fns(model, block, info, prepared.batch_size)
 
     def args(state):
         inputs = ShapeDtypeStruct(shape, np.int32)
@@ -241,37 +271,126 @@ def _bleu_programs(prepared) -> dict[str, EvalProgram]:
     return {f"bleu_{name}": EvalProgram(fn, args, False, tokens) for name, fn in fns.items()}
 
 
+def _own_options(name: str) -> dict[str, Any]:
+    """The options of a shipped evaluator's default block beyond the common keys."""
+    block = eval_blocks.DEFAULT_EVALUATORS[name]
+    return {key: value for key, value in block.items() if key not in eval_blocks.COMMON_KEYS}
+
+
+def _generation_check(field: str, block: dict) -> None:
+    F.check_bool(f"{field}.enabled", block["enabled"])
+
+
+def _bleu_check(field: str, block: dict) -> None:
+    F.check_bool(f"{field}.enabled", block["enabled"])
+    F.check_int(f"{field}.examples", block["examples"], 0)
+    F.check_int(f"{field}.beam_size", block["beam_size"], 1)
+    F.check_float(f"{field}.beam_alpha", block["beam_alpha"], at_least=0.0)
+
+
 EVALUATORS.add("teacher_forced", EvaluatorEntry(_teacher_forced))
-EVALUATORS.add("generation", EvaluatorEntry(_generation, _generation_programs))
-EVALUATORS.add("bleu", EvaluatorEntry(_bleu, _bleu_programs))
+EVALUATORS.add(
+    "generation",
+    EvaluatorEntry(
+        _generation,
+        programs=_generation_programs,
+        options=_own_options("generation"),
+        check=_generation_check,
+    ),
+)
+EVALUATORS.add(
+    "bleu",
+    EvaluatorEntry(
+        _bleu,
+        programs=_bleu_programs,
+        options=_own_options("bleu"),
+        check=_bleu_check,
+        splits=bleu_eval.splits,
+    ),
+)
 
 
-def check_names(names) -> None:
-    """A ValueError naming `train.evaluators` unless it lists registered evaluators, once each."""
-    for name in names:
-        EVALUATORS[name]  # raises, listing the valid names
-    if len(set(names)) != len(names):
-        raise ValueError(f"train.evaluators={names!r} lists an evaluator twice")
+def check_blocks(train_cfg):
+    """`train_cfg` (a TrainConfig) with each block of train.evaluators checked against its
+    registered evaluator and its own options filled in from their defaults; a ValueError names
+    an unknown evaluator, an unknown key of a block or a bad option value, with what is valid."""
+    blocks = {}
+    for name, block in train_cfg.evaluators.items():
+        if name not in EVALUATORS:
+            raise ValueError(
+                f"train.evaluators.{name}: no such evaluator; valid: {EVALUATORS.names()}"
+            )
+        entry, field = EVALUATORS[name], f"train.evaluators.{name}"
+        valid = [*eval_blocks.COMMON_KEYS, *entry.options]
+        unknown = sorted(set(block) - set(valid))
+        if unknown:
+            raise ValueError(
+                f"{field}.{unknown[0]}={block[unknown[0]]!r}: {name} has no such option; "
+                f"valid keys of {field}: {valid}"
+            )
+        blocks[name] = {**entry.options, **block}
+        entry.check(field, blocks[name])
+    return train_cfg.replace(evaluators=blocks)
 
 
-def build_evaluators(names, context: EvalContext) -> list[Evaluator]:
-    """The evaluators `names` (train.evaluators) that apply to the run, in that order."""
-    built = (EVALUATORS[name].build(context) for name in names)
-    return [evaluator for evaluator in built if evaluator is not None]
+def check_splits(train_cfg, info) -> None:
+    """A ValueError naming the block whose `splits` names a split its evaluator cannot measure
+    on the dataset (`info`, data.DatasetInfo), with the valid ones."""
+    for name, block in train_cfg.evaluators.items():
+        valid = EVALUATORS[name].splits(info)
+        for split in block["splits"]:
+            if split not in valid:
+                raise ValueError(
+                    f"train.evaluators.{name}.splits contains {split!r}, which {name} cannot "
+                    f"measure on {info.name}; valid splits: {list(valid)}"
+                )
+
+
+@dataclasses.dataclass(frozen=True)
+class Scheduled:
+    """An evaluator with its block's cadence (`every`, in steps) and metric-name `prefix`."""
+
+    name: str
+    evaluator: Evaluator
+    every: int
+    prefix: str
+
+    def due(self, step: int, *, last: bool) -> bool:
+        """Whether it evaluates after `step`; `last`: the run's last step."""
+        return last or step % self.every == 0
+
+
+def build_evaluators(train_cfg, context: EvalContext) -> list[Scheduled]:
+    """The evaluators of train.evaluators that apply to the run, in the registry's order."""
+    found = []
+    for name in EVALUATORS:
+        block = train_cfg.evaluators.get(name)
+        if block is None:
+            continue
+        evaluator = EVALUATORS[name].build(dataclasses.replace(context, block=block))
+        if evaluator is not None:
+            found.append(Scheduled(name, evaluator, block["every"], block["prefix"]))
+    return found
 
 
 def programs(prepared) -> dict[str, EvalProgram]:
     """The compiled functions beyond the eval step that `prepared`'s evaluators run, by name."""
     found = {}
-    for name in prepared.train_cfg.evaluators:
-        found.update(EVALUATORS[name].programs(prepared))
+    for name in EVALUATORS:
+        if name in prepared.train_cfg.evaluators:
+            found.update(EVALUATORS[name].programs(prepared))
     return found
 
 
-def evaluate(evaluators, state, *, final: bool, phases: Phases) -> Results:
-    """One evaluation of `state` by every evaluator, timed as "eval" (decoding as "decode")."""
+def evaluate(scheduled: list[Scheduled], state, *, final: bool, phases: Phases) -> Results:
+    """One evaluation of `state` by the evaluators `scheduled` (those due), timed as "eval"
+    (decoding as "decode"); each one's metric names carry its block's prefix."""
     results: Results = {}
     with phases("eval"):
-        for evaluator in evaluators:
-            evaluator.evaluate(state, results, final=final)
+        for item in scheduled:
+            own: Results = {}
+            item.evaluator.evaluate(state, own, final=final)
+            for split, metrics in own.items():
+                named = {item.prefix + name: value for name, value in metrics.items()}
+                results.setdefault(split, {}).update(named)
     return results

@@ -103,7 +103,7 @@ def train_runs(
             primary=multihost.is_primary(),  # see train/multihost.py
         )
         context = EvalContext(prepared, parallel, prepared.batch_size, run.workdir, phases, shared)
-        run.evaluators = build_evaluators(train_cfg.evaluators, context)
+        run.evaluators = build_evaluators(train_cfg, context)
         runs.append(run)
 
     # Everything is validated: only now do the run directories change. What is opened is closed

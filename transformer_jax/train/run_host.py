@@ -71,7 +71,7 @@ class RunHost:
     phases: Phases  # the loop's, shared by the runs of a group
     lane: int = 0
     primary: bool = True  # this process writes the run directory's files
-    evaluators: list = dataclasses.field(default_factory=list)
+    evaluators: list = dataclasses.field(default_factory=list)  # train/evaluators.py Scheduled
     num_params: int = 0
     step: int = 0
     checkpointer: Checkpointer | None = None
@@ -88,6 +88,7 @@ class RunHost:
     logged: bool = False  # the last step wrote a train line
     final_metrics: dict = dataclasses.field(default_factory=dict)
     final_evaluated: bool = False  # final_metrics come from a final evaluation
+    _last_full: bool = True  # the last evaluation was by every evaluator
     ended: run_dir.RunSummary | None = None  # "finished", "diverged" or "failed"
     error: Exception | None = None  # what ended a "diverged" run
     _has_tokenizer: bool = False
@@ -199,8 +200,8 @@ class RunHost:
 
     def after_step(self, metrics, program) -> None:
         """Accounts for one dispatched step whose device metrics are `metrics` (the program's,
-        all lanes): the train line at each log_every, the evaluation at each eval_every, early
-        stopping, and `finish` at the end."""
+        all lanes): the train line at each log_every, the evaluators due at this step (each
+        block's `every`, all of them at the end), early stopping, and `finish` at the end."""
         self.step += 1
         self.window.append(metrics)
         steps = self.train_cfg.steps
@@ -209,13 +210,19 @@ class RunHost:
             self._log(program)
             if self.ended is not None:  # diverged
                 return
-        if self.step % self.train_cfg.eval_every == 0 or self.step == steps:
-            self.final_metrics = self.evaluate(program.state(self.lane), final=self.step == steps)
-            self.curve.record(self.step, self.final_metrics)
-            for split, values in self.final_metrics.items():
+        last = self.step == steps
+        due = [e for e in self.evaluators if e.due(self.step, last=last)]
+        if due:
+            results = self.evaluate(program.state(self.lane), final=last, scheduled=due)
+            self.final_metrics = results
+            self.curve.record(self.step, results)
+            for split, values in results.items():
                 self.logger.write(self.step, split, values)
             early_stop = self.early_stop
-            if early_stop is not None and early_stop.update(self.step, self.final_metrics):
+            # An evaluation by some evaluators only (their own cadences) counts for early
+            # stopping when it holds the metric; one by all of them must hold it.
+            reads = early_stop is not None and (self._last_full or early_stop.holds(results))
+            if reads and early_stop.update(self.step, results):
                 print(
                     f"Early stop of {run_dir.shown(self.workdir)} at step {self.step}: "
                     f"{self.early_stop.summary()['reason']}.",
@@ -243,9 +250,12 @@ class RunHost:
         self.restored_window, self.window, self.compiling = [], [], False
         self.window_start = time.perf_counter()
 
-    def evaluate(self, state, *, final: bool) -> dict[str, dict[str, float]]:
-        self.final_evaluated = final
-        return evaluate(self.evaluators, state, final=final, phases=self.phases)
+    def evaluate(self, state, *, final: bool, scheduled=None) -> dict[str, dict[str, float]]:
+        """An evaluation of `state` by the evaluators `scheduled` (default: all of them)."""
+        scheduled = self.evaluators if scheduled is None else scheduled
+        self._last_full = len(scheduled) == len(self.evaluators)
+        self.final_evaluated = final and self._last_full
+        return evaluate(scheduled, state, final=final, phases=self.phases)
 
     def _window_values(self, program) -> list[dict]:
         """The window's per-step metrics on the host, this run's lane."""
@@ -292,22 +302,27 @@ class RunHost:
         before the summary says "finished"."""
         self.save(program, force=True)
         # Resumed at its end, the run evaluates the restored state; an early stop's last
-        # evaluation was not the final one that an evaluator with `at_end` does more in.
-        rerun = not self.final_evaluated and any(e.at_end for e in self.evaluators)
+        # evaluation was not the final one that an evaluator with `at_end` does more in, and
+        # may have been by some evaluators only (their own cadences).
+        rerun = not self.final_evaluated and (
+            any(e.evaluator.at_end for e in self.evaluators) or not self._last_full
+        )
         if not self.final_metrics or rerun:
             self.final_metrics = self.evaluate(program.state(self.lane), final=True)
             # The repeated evaluation was counted on the curve already (or, an early stop
             # rerun, the step's own one was): it adds no point to it.
             self.curve.annotate(self.final_metrics)
-        fields = {}
-        for evaluator in self.evaluators:
-            fields.update(evaluator.summary_fields())
+        extras = {}
+        for item in self.evaluators:
+            fields = item.evaluator.summary_fields()
+            if fields:
+                extras[item.name] = fields
         self._end(
             self._outcome(
                 "finished",
                 tokens_per_sec=float(np.median(self.rates)) if self.rates else None,
                 early_stop=self.early_stop.summary() if self.early_stop is not None else None,
-                **fields,
+                extras=extras,
             )
         )
 

@@ -137,8 +137,7 @@ def prepare(
     evaluation batches), "auto" choices made for their platform, and this process's runtime
     (multi-host, compilation cache) left alone."""
     phases = phases or Phases()
-    train_cfg = TrainConfig.from_dict(config.train.to_dict())
-    evaluators.check_names(train_cfg.evaluators)
+    train_cfg = evaluators.check_blocks(TrainConfig.from_dict(config.train.to_dict()))
     if compile_for is None:
         setup_runtime(train_cfg)  # Multi-host and compilation cache: before any computation.
     F.check_int("data.batch_size", config.data.batch_size, 1)
@@ -151,17 +150,14 @@ def prepare(
         else:
             dataset, info = None, data.describe_dataset(config.data)
     model_config = resolve_model_config(config, info)
-    if model_config.scan_layers and info.kind == "seq2seq" and train_cfg.generate_eval:
+    evaluators.check_splits(train_cfg, info)
+    decodes = train_cfg.evaluators.get("generation", {}).get("enabled", False)
+    if model_config.scan_layers and info.kind == "seq2seq" and decodes:
         raise ValueError(
-            "model.scan_layers=True cannot decode with the KV cache that train.generate_eval "
-            "uses; set train.generate_eval=False or model.scan_layers=False"
+            "model.scan_layers=True cannot decode with the KV cache that the generation "
+            "evaluator uses; set train.evaluators.generation.enabled=False or "
+            "model.scan_layers=False"
         )
-    for split in train_cfg.generate_eval_splits:
-        if split not in info.eval_splits:
-            raise ValueError(
-                f"train.generate_eval_splits contains {split!r}, which {info.name} does not "
-                f"evaluate; valid splits: {list(info.eval_splits)}"
-            )
     early_stop_split = train_cfg.early_stop_metric.partition("/")[0]
     if train_cfg.early_stop_metric and early_stop_split not in info.eval_splits:
         raise ValueError(
