@@ -234,3 +234,27 @@ def test_decoder_only_model_with_splash_equals_einsum(monkeypatch):
     got = splash_model.apply(params, ids_BT, segment_ids_BT=packed_BT)
     valid_BT1 = (ids_BT != 0)[:, :, None]
     np.testing.assert_allclose(valid_BT1 * got, valid_BT1 * want, atol=2e-5)
+
+
+@pytest.mark.slow
+def test_encoder_decoder_model_with_splash_equals_einsum(monkeypatch):
+    """The encoder's bidirectional self-attention and the decoder's cross-attention take the
+    padding as segment ids too; an example whose source is all padding stays finite."""
+    interpreted = functools.partial(splash.splash_attention, interpret=True)
+    monkeypatch.setattr(splash, "splash_attention", interpreted)
+    changes = {"positional.max_len": BLOCK}
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    inputs_BS = jax.random.randint(keys[0], (3, BLOCK), 1, 13).at[1, 70:].set(0).at[2].set(0)
+    targets_BT = jax.random.randint(keys[1], (3, BLOCK), 1, 13).at[0, 90:].set(0)
+    einsum_model = build_model(
+        tiny_model("encoder_decoder", {**changes, "attention.impl": "einsum"})
+    )
+    splash_model = build_model(
+        tiny_model("encoder_decoder", {**changes, "attention.impl": "splash"})
+    )
+    params = einsum_model.init(jax.random.PRNGKey(1), inputs_BS, targets_BT)
+    want = einsum_model.apply(params, inputs_BS, targets_BT)
+    got = splash_model.apply(params, inputs_BS, targets_BT)
+    assert np.isfinite(np.asarray(got)).all()
+    valid_BT1 = (targets_BT != 0)[:2, :, None]  # the third example has no source
+    np.testing.assert_allclose(valid_BT1 * got[:2], valid_BT1 * want[:2], atol=2e-5)
