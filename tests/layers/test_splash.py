@@ -24,21 +24,27 @@ def random_qkv(q_len, kv_len, heads=4, kv_heads=2, head_dim=16, seed=0):
     return tuple(jnp.asarray(x, jnp.float32) for x in (q, k, v))
 
 
-def assert_same_on_valid(q, k, v, *, scale, mask, q_segments, kv_segments, causal, valid_BT):
+def interpreted(q, k, v, *, scale, segments, causal):
+    """The splash kernel in Pallas's interpreter; `segments`: query and key segment ids."""
+    q_segments_BT, kv_segments_BS = segments
+    return splash.splash_attention(
+        q,
+        k,
+        v,
+        scale=scale,
+        q_segments_BT=q_segments_BT,
+        kv_segments_BS=kv_segments_BS,
+        causal=causal,
+        interpret=True,
+    )
+
+
+def assert_same_on_valid(q, k, v, *, scale, mask, segments, causal, valid_BT):
     """Values and gradients of a loss on the valid queries agree between splash and einsum."""
     weight_BT11 = valid_BT[:, :, None, None].astype(jnp.float32)
 
     def splash_out(q, k, v):
-        return splash.splash_attention(
-            q,
-            k,
-            v,
-            scale=scale,
-            q_segments_BT=q_segments,
-            kv_segments_BS=kv_segments,
-            causal=causal,
-            interpret=True,
-        )
+        return interpreted(q, k, v, scale=scale, segments=segments, causal=causal)
 
     def einsum_out(q, k, v):
         return attention.dot_product_attention(q, k, v, scale=scale, mask=mask, impl="einsum")
@@ -76,8 +82,7 @@ def test_causal_padded_packed_grouped_self_attention_equals_einsum():
         v,
         scale=jnp.array([0.25, 0.5, 0.1, 1.0]),
         mask=mask,
-        q_segments=segments_BT,
-        kv_segments=segments_BT,
+        segments=(segments_BT, segments_BT),
         causal=True,
         valid_BT=valid_BT,
     )
@@ -89,16 +94,7 @@ def test_cross_attention_with_encoder_padding_equals_einsum():
     q, k, v = random_qkv(BLOCK, 2 * BLOCK, kv_heads=4)
     memory_valid_BS = jnp.arange(2 * BLOCK)[None, :] < jnp.array([[200], [0]])
     q_segments, kv_segments = masks.cross_attention_segments(BLOCK, memory_valid_BS)
-    out = splash.splash_attention(
-        q,
-        k,
-        v,
-        scale=0.25,
-        q_segments_BT=q_segments,
-        kv_segments_BS=kv_segments,
-        causal=False,
-        interpret=True,
-    )
+    out = interpreted(q, k, v, scale=0.25, segments=(q_segments, kv_segments), causal=False)
     assert np.isfinite(np.asarray(out)).all()
     assert_same_on_valid(
         q[:1],
@@ -106,8 +102,7 @@ def test_cross_attention_with_encoder_padding_equals_einsum():
         v[:1],
         scale=0.25,
         mask=masks.padding_mask(memory_valid_BS[:1]),
-        q_segments=q_segments[:1],
-        kv_segments=kv_segments[:1],
+        segments=(q_segments[:1], kv_segments[:1]),
         causal=False,
         valid_BT=jnp.ones((1, BLOCK), bool),
     )
@@ -130,8 +125,7 @@ def test_bidirectional_padded_self_attention_equals_einsum(kv_heads, length):
         v,
         scale=1.0,
         mask=mask,
-        q_segments=segments_BT,
-        kv_segments=segments_BT,
+        segments=(segments_BT, segments_BT),
         causal=False,
         valid_BT=valid_BT,
     )
@@ -217,12 +211,18 @@ def test_platform_and_device_count_of_the_kernels():
         for_platform(tiny_model(changes={"attention.impl": "cudnn"}), "tpu")
 
 
-def test_decoder_only_model_with_splash_equals_einsum(monkeypatch):
-    """The stack hands its self-attention mask over as segment ids: a padded, packed batch
-    gives the einsum model's logits on every real token. (The kernel in the interpreter: the
-    model calls it as on a TPU; Pallas's forced TPU interpret mode does not take a vmap.)"""
+@pytest.fixture
+def interpreted_in_models(monkeypatch):
+    """Models' splash calls in Pallas's interpreter (they call the kernel as on a TPU; Pallas's
+    forced TPU interpret mode does not take the kernel's vmap over the batch)."""
     interpreted = functools.partial(splash.splash_attention, interpret=True)
     monkeypatch.setattr(splash, "splash_attention", interpreted)
+
+
+@pytest.mark.usefixtures("interpreted_in_models")
+def test_decoder_only_model_with_splash_equals_einsum():
+    """The stack hands its self-attention mask over as segment ids: a padded, packed batch
+    gives the einsum model's logits on every real token."""
     changes = {"positional.max_len": BLOCK, "attention.scale": "learned"}
     ids_BT = jax.random.randint(jax.random.PRNGKey(0), (2, BLOCK), 1, 13)
     ids_BT = ids_BT.at[1, 100:].set(0)  # padding
@@ -237,11 +237,10 @@ def test_decoder_only_model_with_splash_equals_einsum(monkeypatch):
 
 
 @pytest.mark.slow
-def test_encoder_decoder_model_with_splash_equals_einsum(monkeypatch):
+@pytest.mark.usefixtures("interpreted_in_models")
+def test_encoder_decoder_model_with_splash_equals_einsum():
     """The encoder's bidirectional self-attention and the decoder's cross-attention take the
     padding as segment ids too; an example whose source is all padding stays finite."""
-    interpreted = functools.partial(splash.splash_attention, interpret=True)
-    monkeypatch.setattr(splash, "splash_attention", interpreted)
     changes = {"positional.max_len": BLOCK}
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
     inputs_BS = jax.random.randint(keys[0], (3, BLOCK), 1, 13).at[1, 70:].set(0).at[2].set(0)
