@@ -133,6 +133,7 @@ def test_encoder_decoder_compiles_train_eval_and_its_evaluators_decodings():
     assert "attention splash (model.attention.impl for tpu)" in report.header(target, "x")[1]
     # Rows of 12 and 13 tokens: no splash block divides them, the layers took the jax path.
     assert attention_path(target, programs[0]) == "jax (lengths splash cannot tile)"
+    assert "attention jax (lengths splash" in report.header(target, "x", programs[0])[1]
     train_line = report.program_line(target, programs[0])
     assert "XLA" in train_line and "analytic HBM traffic" in train_line
     assert "XLA's bytes and the analytic count" in train_line and "not measurements" in train_line
