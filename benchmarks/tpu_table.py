@@ -60,17 +60,30 @@ CONFIGS = {  # row name -> (config file, argument)
 }
 
 
-# Slices compiled for some configs only (default: all of CONFIGS): Colab's v6e-1 for the run
-# the README quotes.
-SLICE_CONFIGS = {"v6e:1x1": ["multi30k"]}
+# On one TPU chip model.attention.impl="auto" is the splash kernel where the lengths tile
+# (layers/attention.py `resolve_impl`): these rows compile a config with the jax path instead,
+# beside its own row, for the memory and time splash saves.
+JAX_ATTENTION = {f"{name} [jax attention]": name for name in ("translation_big", "char_lm")}
+ROW_NAMES = [*CONFIGS, *JAX_ATTENTION]
+
+# Slices compiled for some rows only (default: the configs, CONFIGS): the one-chip slices with
+# the jax-path twins; Colab's v6e-1 for the run the README quotes and the splash comparisons.
+SLICE_CONFIGS = {
+    "v5e:1x1": ROW_NAMES,
+    "v6e:1x1": ["multi30k", "translation_big", "char_lm", *JAX_ATTENTION],
+}
 
 
 def configs_of(topology: str) -> list[str]:
-    """The configs the table has rows of on `topology`."""
+    """The rows (config names) the table has on `topology`."""
     return SLICE_CONFIGS.get(topology, list(CONFIGS))
 
 
 def load(name: str):
+    if name in JAX_ATTENTION:
+        config = load(JAX_ATTENTION[name])
+        config.model.attention.impl = "jax"
+        return config
     path, arg = CONFIGS[name]
     if path.startswith("benchmarks/"):
         return report.run_config(speed_configs.get_config(arg))
@@ -119,7 +132,7 @@ def row(name: str, topology_name: str, fit_compiles: int) -> str:
     else:
         time_s = rate = "-"
     return (
-        f"| {name} | {topology_name} | {attention_path(target)} | {status} | {hbm} | "
+        f"| {name} | {topology_name} | {attention_path(target, train)} | {status} | {hbm} | "
         f"{target.batch_size} / {largest} | {traffic} | {time_s} | {rate} |"
     )
 
@@ -193,7 +206,7 @@ def _batch_text() -> str:
 def _order(slices: list[str]):
     def key(item):
         (name, topology), _ = item
-        config_index = list(CONFIGS).index(name) if name in CONFIGS else len(CONFIGS)
+        config_index = ROW_NAMES.index(name) if name in ROW_NAMES else len(ROW_NAMES)
         return slices.index(topology), config_index, name
 
     return key
@@ -213,7 +226,9 @@ def render(table: Table) -> str:
         "that: it may count the temporaries alone). "
         + _batch_text()
         + " Attention: the implementation `model.attention.impl` compiles to for the slice "
-        "(`jax`: jax.nn.dot_product_attention). GB moved per chip: XLA's bytes accessed / an "
+        "(`jax`: jax.nn.dot_product_attention; `splash`: the Pallas kernel, whose FLOPs XLA's "
+        "count leaves out; rows `[jax attention]` compile the jax path instead). GB moved per "
+        "chip: XLA's bytes accessed / an "
         "analytic count of the step's HBM traffic (weights, gradients, optimizer state, saved "
         "activations; transformer_jax/aot/traffic.py). Step time and rate: roofline estimates at "
         "the shipped batch, the range the two byte counts give with XLA's FLOPs and the chip's "
@@ -298,16 +313,16 @@ def build(
 @one_line_errors("tpu_table")
 def main(argv):
     del argv
-    unknown = [name for name in _CONFIGS.value if name not in CONFIGS]
+    unknown = [name for name in _CONFIGS.value if name not in ROW_NAMES]
     if unknown:
-        raise ValueError(f"--configs={','.join(unknown)}: valid names are {', '.join(CONFIGS)}")
+        raise ValueError(f"--configs={','.join(unknown)}: valid names are {', '.join(ROW_NAMES)}")
     for topology in _TOPOLOGIES.value:  # a bad slice fails before the first compile
         parse(topology)
     if _FIT_COMPILES.value < 0:
         raise ValueError(f"--fit_compiles={_FIT_COMPILES.value}: must be 0 (no search) or more")
     build(
         Path(_OUT.value),
-        _CONFIGS.value or list(CONFIGS),
+        _CONFIGS.value or ROW_NAMES,
         _TOPOLOGIES.value,
         _FIT_COMPILES.value,
         fresh=_FRESH.value,

@@ -13,7 +13,7 @@ from transformer_jax.aot import fit as fit_module
 from transformer_jax.aot import report
 from transformer_jax.aot.chips import TPU_CHIPS
 from transformer_jax.aot.estimate import model_flops_per_token, roofline
-from transformer_jax.aot.programs import Program, compile_programs, plan_run
+from transformer_jax.aot.programs import Program, attention_path, compile_programs, plan_run
 from transformer_jax.aot.report import check_fits, needed_bytes
 from transformer_jax.aot.topology import get_topology, parse
 from transformer_jax.train import evaluators
@@ -30,6 +30,9 @@ def lm_config(batch_size=16, **train):
     config.model.update(family="decoder_only", d_model=128, num_decoder_layers=2)
     config.model.update(dropout_rate=0.0)
     config.model.attention.num_heads = 4
+    # The jax path, whose FLOPs XLA counts ("auto" is splash on one chip: a Pallas kernel, whose
+    # FLOPs XLA's count leaves out; test_splash_attention_compiles_for_one_chip).
+    config.model.attention.impl = "jax"
     config.model.ffn.d_ff = 512
     config.train.update(**train)
     return config
@@ -65,6 +68,20 @@ def test_train_step_compiles_with_real_memory_and_model_flops(topology, train):
     model = model_flops_per_token(plan.prepared.model_config, 128) * 16 * 128
     chips = plan.topology.num_chips
     assert program.flops * chips == pytest.approx(model, rel=0.1)
+
+
+@pytest.mark.slow  # one more compile of the step
+def test_splash_attention_compiles_for_one_chip():
+    """ "auto" on one chip, with 128-token rows, is the splash kernel: the step holds its Pallas
+    calls, and XLA's FLOPs leave out the attention matmuls the jax path's count has."""
+    config = lm_config()
+    config.model.attention.impl = "auto"
+    plan = plan_run(config, get_topology("v5e:1x1"))
+    splash = compile_programs(plan, decode=False)[0]
+    assert splash.compiled, splash.error
+    assert splash.pallas_kernels > 0 and attention_path(plan, splash) == "splash"
+    _, jax_path = train_program("v5e:1x1")
+    assert jax_path.pallas_kernels == 0 and splash.flops < jax_path.flops
 
 
 @SLICE
@@ -114,7 +131,10 @@ def test_encoder_decoder_compiles_train_eval_and_its_evaluators_decodings():
     names = ["train", "eval", "generation", "bleu_greedy", "bleu_beam"]
     assert [p.name for p in programs] == names
     assert all(p.compiled for p in programs), [p.error for p in programs]
-    assert "attention jax (model.attention.impl for tpu)" in report.header(target, "x")[1]
+    assert "attention splash (model.attention.impl for tpu)" in report.header(target, "x")[1]
+    # Rows of 12 and 13 tokens: no splash block divides them, the layers took the jax path.
+    assert attention_path(target, programs[0]) == "jax (lengths splash cannot tile)"
+    assert "attention jax (lengths splash" in report.header(target, "x", programs[0])[1]
     train_line = report.program_line(target, programs[0])
     assert "XLA" in train_line and "analytic HBM traffic" in train_line
     assert "XLA's bytes and the analytic count" in train_line and "not measurements" in train_line

@@ -93,12 +93,14 @@ def test_a_newly_registered_dataset_compiles_from_its_facts_alone(monkeypatch):
 
 
 def test_auto_attention_is_resolved_for_the_platform_compiled_for(tmp_path):
-    """On this CPU, "auto" is the einsum path; compiled for a v5e it is the TPU's path,
-    jax.nn.dot_product_attention, in the model the programs are built from."""
+    """On this CPU, "auto" is the einsum path; compiled for one v5e chip it is the TPU's path,
+    the splash kernel, in the model the programs are built from; on 8 chips the jax path."""
     config = tiny_copy_config(tmp_path / "data")
     assert config.model.attention.impl == "auto" and jax.default_backend() == "cpu"
     tpu = plan_run(config, get_topology("v5e:1x1"))
-    assert attention_path(tpu) == "jax" == tpu.prepared.model.config.attention.impl
+    assert attention_path(tpu) == "splash" == tpu.prepared.model.config.attention.impl
+    slice_8 = plan_run(config, get_topology("v5e:2x4"))
+    assert slice_8.prepared.model.config.attention.impl == "jax"
     assert tpu.prepared.platform == "tpu"
     here = prepare(config, compile_for=jax.devices())
     assert here.model.config.attention.impl == "einsum"

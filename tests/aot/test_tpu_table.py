@@ -7,7 +7,11 @@ import pytest
 from benchmarks import tpu_table
 
 SLICES = ["v5e:1x1", "v5e:2x4"]
-NAMES = list(tpu_table.CONFIGS)
+NAMES = tpu_table.ROW_NAMES
+
+
+def rows_on(topology):
+    return len(tpu_table.configs_of(topology))
 
 
 class FakeRows:
@@ -34,19 +38,33 @@ def test_a_killed_table_resumes_with_only_the_missing_rows(tmp_path):
         tpu_table.build(out, NAMES, SLICES, 6, make_row=FakeRows(stop_after=5))
     assert len(rows_of(out)) == 5  # written after each row
     text = out.read_text()
-    assert "Incomplete: 5 of 37 rows" in text and f"v5e:1x1: {', '.join(NAMES[5:])};" in text
+    assert "Incomplete: 5 of 43 rows" in text and f"v5e:1x1: {', '.join(NAMES[5:])};" in text
 
     second = FakeRows()
     tpu_table.build(out, NAMES, SLICES, 6, make_row=second)
     first_five = [(name, "v5e:1x1") for name in NAMES[:5]]
-    assert len(second.calls) == 2 * len(NAMES) - 5
+    assert len(second.calls) == rows_on("v5e:1x1") + rows_on("v5e:2x4") - 5
     assert not set(first_five) & set(second.calls)
-    assert set(rows_of(out)) == {(n, s) for n in NAMES for s in SLICES}
+    assert set(rows_of(out)) == {(n, s) for s in SLICES for n in tpu_table.configs_of(s)}
     text = out.read_text()
     for topology in SLICES:  # each slice's line is the command that makes it
-        assert f"- {topology}: `{tpu_table.command(topology, 6)}` (9 rows, " in text
-    assert "Incomplete: 18 of 37 rows" in text  # two of the five default slices made
+        made = f"({rows_on(topology)} rows, "
+        assert f"- {topology}: `{tpu_table.command(topology, 6)}` {made}" in text
+    assert "Incomplete: 20 of 43 rows" in text  # two of the five default slices made
     assert "Missing: v4:2x2x1: all; v6e:2x4: all; v6e:1x1: all." in text
+
+
+def test_one_chip_slices_compile_the_jax_path_beside_splash():
+    """On one chip "auto" is splash where it tiles: the [jax attention] rows are the same
+    configs with model.attention.impl="jax", on the one-chip slices only."""
+    for topology in ("v5e:1x1", "v6e:1x1"):
+        assert set(tpu_table.JAX_ATTENTION) <= set(tpu_table.configs_of(topology))
+    assert not set(tpu_table.JAX_ATTENTION) & set(tpu_table.configs_of("v5e:2x4"))
+    for name, base in tpu_table.JAX_ATTENTION.items():
+        config, own = tpu_table.load(name), tpu_table.load(base)
+        assert (config.model.attention.impl, own.model.attention.impl) == ("jax", "auto")
+        config.model.attention.impl = "auto"
+        assert config.to_dict() == own.to_dict()
 
 
 def test_slices_made_with_other_flags_are_kept_and_stated(tmp_path):
@@ -64,7 +82,7 @@ def test_slices_made_with_other_flags_are_kept_and_stated(tmp_path):
 
     again = FakeRows()
     tpu_table.build(out, NAMES, ["v5e:2x4"], 2, make_row=again)
-    assert {s for _, s in again.calls} == {"v5e:2x4"} and len(again.calls) == len(NAMES)
+    assert {s for _, s in again.calls} == {"v5e:2x4"} and len(again.calls) == rows_on("v5e:2x4")
     assert rows_of(out)[("multi30k", "v5e:1x1")].endswith("fit_compiles=6 | | | | |")
     assert rows_of(out)[("multi30k", "v5e:2x4")].endswith("fit_compiles=2 | | | | |")
 
@@ -78,7 +96,7 @@ def test_fresh_recomputes_only_the_rows_asked_for(tmp_path):
     fresh = FakeRows()
     tpu_table.build(out, ["char_lm"], SLICES, 0, fresh=True, make_row=fresh)
     assert fresh.calls == [("char_lm", s) for s in SLICES]
-    assert len(rows_of(out)) == 2 * len(NAMES)
+    assert len(rows_of(out)) == sum(rows_on(s) for s in SLICES)
 
 
 def test_rows_without_a_stated_origin_are_recomputed(tmp_path):

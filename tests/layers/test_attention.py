@@ -180,10 +180,13 @@ def test_only_rotary_self_attention_reads_positions(kind, self_attention, moves)
     assert bool(np.abs(np.asarray(out - spread)).max() > 1e-4) == moves
 
 
-def test_auto_impl_is_einsum_on_cpu_and_jax_elsewhere():
-    expected = "einsum" if jax.default_backend() == "cpu" else "jax"
-    assert attention.resolve_impl("auto") == expected
-    assert attention.resolve_impl("jax") == "jax" and attention.resolve_impl("einsum") == "einsum"
+def test_auto_impl_per_platform():
+    assert attention.resolve_impl("auto", "cpu") == "einsum"
+    assert attention.resolve_impl("auto", "gpu") == "cudnn"
+    assert attention.resolve_impl("auto", "tpu") == "splash"
+    assert attention.resolve_impl("auto", "tpu", splash_ok=False) == "jax"
+    for impl in ("einsum", "jax", "cudnn", "splash"):
+        assert attention.resolve_impl(impl, "tpu") == impl
 
 
 @pytest.mark.parametrize("kv_heads", [4, 2])

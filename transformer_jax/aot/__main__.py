@@ -52,7 +52,7 @@ def main(argv):
     target = plan_run(config, topology)  # The trainer's own preparation and checks.
     programs = compile_programs(target, decode=_DECODE.value)
     report.check_fits(target, programs[0])  # One error line, exit 2, when the train step won't.
-    for line in report.header(target, path):
+    for line in report.header(target, path, programs[0]):
         print(line)
     for program in programs:
         print(report.program_line(target, program))

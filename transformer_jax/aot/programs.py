@@ -65,10 +65,15 @@ def with_batch_size(target: Target, batch_size: int) -> Target:
     return Target(dataclasses.replace(prepared, batch_size=batch_size), target.topology)
 
 
-def attention_path(target: Target) -> str:
+def attention_path(target: Target, train: "Program | None" = None) -> str:
     """The attention implementation the programs use (model.attention.impl, resolved for the
-    slice's platform): "jax" (jax.nn.dot_product_attention) or "einsum"."""
-    return target.prepared.model_config.attention.impl
+    slice's platform): "jax" (jax.nn.dot_product_attention), "splash", "cudnn" or "einsum".
+    With the compiled `train` step, splash whose kernel the step does not contain (lengths
+    that no block divides: layers/attention.py `kernel_for`) is named as the jax path it took."""
+    impl = target.prepared.model_config.attention.impl
+    if impl == "splash" and train is not None and train.compiled and not train.pallas_kernels:
+        return "jax (lengths splash cannot tile)"
+    return impl
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +88,9 @@ class Program:
     tokens: int = 0  # tokens (images for classifiers) one call processes, all chips
     loops: bool = False  # a decoding loop, which XLA's counts hold once: no time estimate
     traffic: Traffic | None = None  # the train step's analytic HBM traffic (aot/traffic.py)
+    # Pallas kernel calls in the lowered program (splash attention), whose FLOPs XLA's count
+    # leaves out.
+    pallas_kernels: int = 0
 
     @property
     def compiled(self) -> bool:
@@ -182,10 +190,12 @@ def one_line(error: BaseException) -> str:
 def compile_one(name: str, build, tokens: int) -> Program:
     """Compiles `build()` (-> a jax Lowered); the error in one line if anything refuses."""
     try:
-        compiled = build().compile()
+        lowered = build()
+        compiled = lowered.compile()
     except Exception as error:  # the compiler's refusal is a result here, not a crash
         return Program(name, error=one_line(error), tokens=tokens)
-    return _analyse(name, compiled, tokens)
+    kernels = lowered.as_text().count("tpu_custom_call")
+    return dataclasses.replace(_analyse(name, compiled, tokens), pallas_kernels=kernels)
 
 
 def lower_train(target: Target, state):

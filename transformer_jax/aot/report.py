@@ -46,7 +46,9 @@ def gib(n: float) -> str:
     return f"{n / GIB:,.2f}"
 
 
-def header(target: Target, path: str) -> list[str]:
+def header(target: Target, path: str, train_step: Program | None = None) -> list[str]:
+    """The lines above the programs' figures: the slice and chip, the model and layout; with the
+    compiled `train_step`, the attention path it took (programs.py `attention_path`)."""
     chip, topology = target.topology.chip, target.topology
     cfg, train = target.prepared.model_config, target.prepared.train_cfg
     layout = (
@@ -59,7 +61,7 @@ def header(target: Target, path: str) -> list[str]:
         f"({chip.name}: {chip.peak_flops / 1e12:,.3g} TFLOP/s, {gib(chip.hbm_bytes)} GiB "
         f"HBM, {chip.hbm_bandwidth / 1e9:,.4g} GB/s per chip; {chip.source})",
         f"{cfg.family}, {cfg.dtype}, scan_layers={cfg.scan_layers}, remat={cfg.remat}, "
-        f"attention {attention_path(target)} (model.attention.impl for "
+        f"attention {attention_path(target, train_step)} (model.attention.impl for "
         f"{target.prepared.platform}); batch {target.batch_size} "
         f"({target.batch_size // topology.num_chips} per chip), "
         f"grad_accum_steps={train.grad_accum_steps}; {layout}",

@@ -24,7 +24,7 @@ from transformer_jax.families import FAMILIES
 from transformer_jax.layers.attention import AttentionConfig
 from transformer_jax.layers.feedforward import FeedForwardConfig
 from transformer_jax.layers.norms import NormConfig
-from transformer_jax.layers.positional import PositionalConfig, encoding
+from transformer_jax.layers.positional import PositionalConfig, PositionalEncoding, encoding
 from transformer_jax.layers.step_signals import STEP_SIGNALS
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -178,6 +178,11 @@ class ModelConfig:
                 f"(model.family={self.family!r})"
             )
         encoding(self.positional).check(self)
+        if self.attention.impl == "splash" and (reason := splash_refusal(self)):
+            raise ValueError(
+                f"model.attention.impl='splash' cannot run this model: {reason}; valid: "
+                "auto (the jax path where splash cannot run), jax, einsum"
+            )
 
     @property
     def head_dim(self) -> int:
@@ -300,3 +305,17 @@ def upgrade_flat_model_config(fields: dict) -> dict:
     if fields.get("family") != "vit":
         nested.pop("vit", None)
     return nested
+
+
+def splash_refusal(config: ModelConfig) -> str | None:
+    """Why the splash kernel (layers/splash.py), which takes its mask as segment ids and causal
+    order and nothing else, cannot run `config`'s attention: the field and its value; None if
+    it can."""
+    attention = config.attention
+    if type(encoding(config.positional)).logit_bias is not PositionalEncoding.logit_bias:
+        return f"model.positional.kind={config.positional.kind!r} adds a logit bias"
+    if attention.sliding_window:
+        return f"model.attention.sliding_window={attention.sliding_window} is a window mask"
+    if attention.dropout_rate:
+        return f"model.attention.dropout_rate={attention.dropout_rate} drops attention weights"
+    return None

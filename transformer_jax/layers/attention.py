@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from transformer_jax import fields as F
-from transformer_jax.layers import positional
+from transformer_jax.layers import positional, splash
 from transformer_jax.layers.positional import PositionalConfig
 from transformer_jax.registry import Registry
 
@@ -66,7 +66,8 @@ def dot_product_attention(
     """softmax(Q K^T * scale + bias, masked) V, with scale defaulting to 1/sqrt(d_k). -> (B,T,N,H).
 
     `impl="einsum"` is the readable reference; `impl="jax"` calls jax.nn.dot_product_attention
-    (XLA or cuDNN kernels). Both compute the softmax in float32 and agree to rounding.
+    (its XLA path), `impl="cudnn"` the same asking for cuDNN's fused kernel (GPUs only). All
+    compute the softmax in float32 and agree to rounding.
     `mask` is boolean, broadcastable to (B, N, T, S); `bias` is additive, (B|1, N, T, S).
     """
     if scale is None:
@@ -74,15 +75,23 @@ def dot_product_attention(
     if impl == "einsum":
         probs = attention_weights(attention_logits(q_BTNH, k_BSKH, scale), mask=mask, bias=bias)
         return combine_values(probs, v_BSKH)
-    if impl == "jax":
+    if impl in ("jax", "cudnn"):
         if not isinstance(scale, float):  # Per-head scales: fold into q, which is equivalent.
             scale_11N1 = jnp.asarray(scale, jnp.float32)[None, None, :, None]
             q_BTNH = (q_BTNH * scale_11N1).astype(q_BTNH.dtype)
             scale = 1.0
         return jax.nn.dot_product_attention(
-            q_BTNH, k_BSKH, v_BSKH, bias=bias, mask=mask, scale=scale
+            q_BTNH,
+            k_BSKH,
+            v_BSKH,
+            bias=bias,
+            mask=mask,
+            scale=scale,
+            implementation="cudnn" if impl == "cudnn" else None,
         )
-    raise ValueError(f"attention impl={impl!r} is not valid; choose one of ['einsum', 'jax']")
+    raise ValueError(
+        f"attention impl={impl!r} is not valid; choose one of ['einsum', 'jax', 'cudnn']"
+    )
 
 
 CAUSAL_BLOCK = 64  # Query rows per block of `causal_blocked_attention`.
@@ -119,20 +128,56 @@ def _block(x, start: int, end: int):
     return x[..., rows, :end]
 
 
-IMPLS = ("auto", "einsum", "jax")
+IMPLS = ("auto", "einsum", "jax", "cudnn", "splash")
 
 
-def resolve_impl(impl: str, platform: str | None = None) -> str:
+def resolve_impl(impl: str, platform: str | None = None, *, splash_ok: bool = True) -> str:
     """`model.attention.impl="auto"` for `platform` (a jax platform name, "cpu", "gpu", "tpu";
     None: this process's default backend): the einsum path (with causal blocks) on CPUs, where
     XLA's generic `jax.nn.dot_product_attention` takes 1.18x the step time (results/speed/
-    switch_costs.md), and `jax.nn.dot_product_attention` on GPUs and TPUs, where it can use
-    fused kernels. The trainer resolves it for the devices it compiles for (train/trainer.py
-    `prepare`), so a program compiled on a CPU for a TPU takes the TPU's path."""
-    if impl == "auto":
-        platform = jax.default_backend() if platform is None else platform
-        return "einsum" if platform == "cpu" else "jax"
-    return impl
+    switch_costs.md); on GPUs `jax.nn.dot_product_attention` asking for cuDNN's fused kernel
+    ("cudnn"); on TPUs the splash kernel where the model allows it (`splash_ok`: no logit bias,
+    window or attention dropout, one chip; config/model.py `splash_refusal`), else
+    `jax.nn.dot_product_attention`. The trainer resolves it for the devices it compiles for
+    (train/trainer.py `prepare`), so a program compiled on a CPU for a TPU takes the TPU's
+    path. Every call then picks its kernel from its shapes: `kernel_for`."""
+    if impl != "auto":
+        return impl
+    platform = jax.default_backend() if platform is None else platform
+    if platform == "tpu":
+        return "splash" if splash_ok else "jax"
+    return {"cpu": "einsum", "gpu": "cudnn"}.get(platform, "jax")
+
+
+# cuDNN's fused attention (jax/_src/cudnn/fused_attention_stablehlo.py check_is_flash_attention):
+# half-precision inputs, a head dimension that is a multiple of 8 up to 128 (256 from Hopper
+# on), and with a mask (which it takes as a bias) even sequence lengths in training.
+CUDNN_DTYPES = ("bfloat16", "float16")
+CUDNN_MAX_HEAD_DIM = 128
+
+
+def kernel_for(impl: str, *, dtype, q_len: int, kv_len: int, head_dim: int, segments: bool):
+    """The kernel one attention call runs, from the resolved `impl` (`resolve_impl`; "auto" is
+    resolved for this process's backend) and the call's shapes: "einsum", "xla" (jax.nn.
+    dot_product_attention's XLA path), "cudnn" or "splash".
+
+    "cudnn" where cuDNN takes the dtype and shapes, else "xla"; "splash" where the mask is given
+    as segment ids (`segments`: a stack's self-attention or an encoder-decoder's cross-attention,
+    not incremental decoding) and both lengths are multiples of a block (layers/splash.py
+    `fits`), else "xla". A pure function of the platform (through `impl`), dtype and shapes."""
+    impl = resolve_impl(impl)
+    if impl == "cudnn":
+        cudnn_ok = (
+            jnp.dtype(dtype).name in CUDNN_DTYPES
+            and head_dim % 8 == 0
+            and head_dim <= CUDNN_MAX_HEAD_DIM
+            and q_len % 2 == 0
+            and kv_len % 2 == 0
+        )
+        return "cudnn" if cudnn_ok else "xla"
+    if impl == "splash":
+        return "splash" if segments and splash.fits(q_len, kv_len) else "xla"
+    return "xla" if impl == "jax" else impl
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,8 +192,10 @@ class AttentionConfig:
     # tau per head, initialised to sqrt(d_k). See SCALES below.
     scale: str = "sqrt_dk"
     temperature: float = math.sqrt(9487)  # tau for scale="constant" (NCCU slide 33)
-    # auto: einsum on CPUs (faster there), jax elsewhere; jax: jax.nn.dot_product_attention
-    # (XLA or cuDNN kernels); einsum: the readable reference. The same math to rounding.
+    # auto: einsum on CPUs (faster there), cudnn on GPUs, splash on a TPU chip where the model
+    # allows (else jax); jax: jax.nn.dot_product_attention (XLA); cudnn: the same asking for
+    # cuDNN's fused kernel where dtype and shapes allow; splash: the Pallas TPU kernel where the
+    # call allows (layers/splash.py); einsum: the readable reference. The same math to rounding.
     impl: str = "auto"
     sliding_window: int = 0  # 0: full attention; w >= 1: Longformer-style local window
     num_global_tokens: int = 0  # leading positions that attend and are attended everywhere
@@ -244,12 +291,17 @@ class MultiHeadAttention(nn.Module):
         *,
         mask=None,
         bias=None,
+        segments=None,
         q_pos_BT=None,
         k_pos_BS=None,
         cache_index=None,
         train: bool = False,
     ):
         """(B, T, D) queries attend to (B, S, D) keys/values -> (B, T, D).
+
+        `segments`: None, or the query (B, T) and key (B, S) segment ids whose equality, with
+        causal order by index when `causal`, is exactly `mask` (layers/masks.py
+        `self_attention_segments`): the splash kernel takes the mask in that form.
 
         `q_pos_BT` / `k_pos_BS` are the positions of the `x_q_BTD` / `x_kv_BSD` tokens (for rotary);
         with `use_cache`, `cache_index` (int32 scalar) is the cache slot of the first new token
@@ -267,7 +319,15 @@ class MultiHeadAttention(nn.Module):
             self.is_mutable_collection("diagnostics")
         )
         attention_dropout = train and cfg.dropout_rate > 0
-        einsum = resolve_impl(cfg.impl) == "einsum"
+        kernel = kernel_for(
+            cfg.impl,
+            dtype=q_BTNH.dtype,
+            q_len=q_BTNH.shape[1],
+            kv_len=k_BSKH.shape[1],
+            head_dim=head_dim,
+            segments=segments is not None and bias is None and not self.use_cache,
+        )
+        einsum = kernel == "einsum"
         if einsum and self.causal and not (wants_weights or attention_dropout or self.use_cache):
             out_BTNH = causal_blocked_attention(
                 q_BTNH, k_BSKH, v_BSKH, scale=scale, mask=mask, bias=bias
@@ -279,9 +339,26 @@ class MultiHeadAttention(nn.Module):
                 self._record(logits_BNTS, probs_BNTS, mask)
             probs_BNTS = nn.Dropout(cfg.dropout_rate)(probs_BNTS, deterministic=not train)
             out_BTNH = combine_values(probs_BNTS, v_BSKH)
+        elif kernel == "splash":
+            q_segments_BT, kv_segments_BS = segments
+            out_BTNH = splash.splash_attention(
+                q_BTNH,
+                k_BSKH,
+                v_BSKH,
+                scale=scale,
+                q_segments_BT=q_segments_BT,
+                kv_segments_BS=kv_segments_BS,
+                causal=self.causal,
+            )
         else:
             out_BTNH = dot_product_attention(
-                q_BTNH, k_BSKH, v_BSKH, scale=scale, mask=mask, bias=bias, impl="jax"
+                q_BTNH,
+                k_BSKH,
+                v_BSKH,
+                scale=scale,
+                mask=mask,
+                bias=bias,
+                impl="cudnn" if kernel == "cudnn" else "jax",
             )
         return nn.DenseGeneral(
             x_q_BTD.shape[-1],

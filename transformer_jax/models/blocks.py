@@ -23,6 +23,10 @@ class BlockContext(NamedTuple):
     memory_BSD: jnp.ndarray | None = None  # Encoder output, for cross-attention.
     cross_mask: jnp.ndarray | None = None  # The encoder's padding mask, (B, 1, 1, S).
     cache_index: jnp.ndarray | None = None  # Decoding: the cache slot of the first new token.
+    # The masks as segment ids (query (B, T), key (B, S)), for kernels that take them so
+    # (MultiHeadAttention `segments`); None where a mask is not of that form.
+    self_segments: tuple | None = None
+    cross_segments: tuple | None = None
 
 
 class Block(nn.Module):
@@ -57,6 +61,7 @@ class Block(nn.Module):
                 h,
                 mask=context.self_mask,
                 bias=context.self_bias,
+                segments=context.self_segments,
                 q_pos_BT=context.positions_BT,
                 k_pos_BS=context.positions_BT,
                 cache_index=context.cache_index,
@@ -76,7 +81,11 @@ class Block(nn.Module):
             x_BTD = self._sublayer(
                 x_BTD,
                 lambda h: cross_attention(
-                    h, context.memory_BSD, mask=context.cross_mask, train=train
+                    h,
+                    context.memory_BSD,
+                    mask=context.cross_mask,
+                    segments=context.cross_segments,
+                    train=train,
                 ),
                 "cross_attention",
                 train,

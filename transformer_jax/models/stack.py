@@ -35,13 +35,15 @@ def build_context(
     memory_BSD=None,
     memory_valid_BS=None,
     cache_index=None,
+    causal_by_index: bool = False,
 ) -> BlockContext:
     """The masks and biases every layer of a stack shares, built once per forward pass.
 
     Self-attention mask: padding, causal, packed segments and sliding window combined; the logit
     bias of the positional encoding, if it has one (ALiBi), with `module` (the stack calling this
     from its compact method) holding any parameter of that bias. Key positions / validity are
-    (B, S), or (B, L) when cached.
+    (B, S), or (B, L) when cached. `causal_by_index`: the positions grow with the index within
+    a document, so a causal mask is causal order by index, as segment-id kernels take it.
     """
     attention = cfg.attention
     window = None
@@ -53,6 +55,16 @@ def build_context(
             causal=causal,
             num_global=attention.num_global_tokens,
         )
+    # The self-attention mask as segment ids where it is padding, packing and (causal stacks)
+    # causal order by index and nothing else: no window, no cache.
+    by_segments = not attention.sliding_window and cache_index is None
+    self_segments = None
+    if by_segments and (causal_by_index or not causal):
+        segments_BT = masks.self_attention_segments(k_valid_BS, segment_ids_BT)
+        self_segments = (segments_BT, segments_BT)
+    cross_segments = None
+    if memory_valid_BS is not None:
+        cross_segments = masks.cross_attention_segments(q_pos_BT.shape[1], memory_valid_BS)
     return BlockContext(
         positions_BT=q_pos_BT,
         self_mask=masks.combine(
@@ -67,6 +79,8 @@ def build_context(
         memory_BSD=memory_BSD,
         cross_mask=None if memory_valid_BS is None else masks.padding_mask(memory_valid_BS),
         cache_index=cache_index,
+        self_segments=self_segments,
+        cross_segments=cross_segments,
     )
 
 
@@ -111,12 +125,12 @@ class TransformerStack(nn.Module):
         train: bool = False,
     ):
         key = self._positions_key(positions_BT, segment_ids_BT, train)
-        q_pos_BT, context = self._context(
-            valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS, train, key
-        )
         # Default or packed positions grow with the index within a document, so the
         # position-built causal mask hides every later key; explicit positions need not.
         blocked = self.causal and (positions_BT is None or segment_ids_BT is not None)
+        q_pos_BT, context = self._context(
+            valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS, train, key, blocked
+        )
         x_BTD = self._body(
             x_BTD,
             q_pos_BT,
@@ -152,9 +166,18 @@ class TransformerStack(nn.Module):
         )
 
     def _context(
-        self, valid_BT, positions_BT, segment_ids_BT, memory_BSD, memory_valid_BS, train, key
+        self,
+        valid_BT,
+        positions_BT,
+        segment_ids_BT,
+        memory_BSD,
+        memory_valid_BS,
+        train,
+        key,
+        blocked: bool,
     ):
-        """-> query positions (B, T) and the BlockContext every layer (or step) shares."""
+        """-> query positions (B, T) and the BlockContext every layer (or step) shares.
+        `blocked`: the causal mask is causal order by index (see __call__)."""
         q_pos_BT, k_pos_BS, k_valid_BS, cache_index = self._positions(
             valid_BT, positions_BT, segment_ids_BT, train, key
         )
@@ -169,6 +192,7 @@ class TransformerStack(nn.Module):
             memory_BSD=memory_BSD,
             memory_valid_BS=memory_valid_BS,
             cache_index=cache_index,
+            causal_by_index=blocked,
         )
         return q_pos_BT, context
 

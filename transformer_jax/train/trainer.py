@@ -25,6 +25,7 @@ import ml_collections
 from transformer_jax import data, run_dir
 from transformer_jax import fields as F
 from transformer_jax.config import ModelConfig, TrainConfig
+from transformer_jax.config.model import splash_refusal
 from transformer_jax.defaults import FROM_DATA
 from transformer_jax.layers.attention import resolve_impl
 from transformer_jax.models import FAMILIES, build_model
@@ -115,10 +116,29 @@ class Prepared:
     eval_sets: dict = dataclasses.field(default_factory=dict)  # split -> its evaluation batches
 
 
-def for_platform(model_config: ModelConfig, platform: str) -> ModelConfig:
-    """`model_config` with the choices written "auto" made for `platform` (the attention
-    implementation: layers/attention.py `resolve_impl`), whatever this process runs on."""
-    impl = resolve_impl(model_config.attention.impl, platform)
+# Attention implementations that run on one platform only, and where.
+_IMPL_PLATFORMS = {"splash": "tpu", "cudnn": "gpu"}
+
+
+def for_platform(model_config: ModelConfig, platform: str, num_devices: int = 1) -> ModelConfig:
+    """`model_config` with the choices written "auto" made for `num_devices` devices of
+    `platform` (the attention implementation: layers/attention.py `resolve_impl`), whatever
+    this process runs on. The splash kernel runs on one chip: the programs are jitted over the
+    devices, and XLA's partitioner cannot split a Pallas kernel over the batch."""
+    impl = model_config.attention.impl
+    needs = _IMPL_PLATFORMS.get(impl)
+    if needs is not None and needs != platform:
+        raise ValueError(
+            f"model.attention.impl={impl!r} runs on {needs.upper()}s only; this run compiles "
+            f"for {platform}; valid: auto, jax, einsum"
+        )
+    if impl == "splash" and num_devices > 1:
+        raise ValueError(
+            f"model.attention.impl='splash' runs on one TPU chip, not {num_devices}; valid: "
+            "auto (the jax path on a slice), jax, einsum"
+        )
+    splash_ok = num_devices == 1 and splash_refusal(model_config) is None
+    impl = resolve_impl(impl, platform, splash_ok=splash_ok)
     return model_config.override({"attention.impl": impl})
 
 
@@ -170,7 +190,8 @@ def prepare(
     resolved = config.to_dict()
     resolved["model"] = model_config.to_dict()
     resolved["train"] = train_cfg.to_dict()
-    model_config = for_platform(model_config, platform)
+    devices = jax.device_count() if compile_for is None else len(compile_for)
+    model_config = for_platform(model_config, platform, devices)
     model = build_model(model_config)
     optimizer = make_optimizer(train_cfg, model_config.d_model)
     eval_sets = {}
