@@ -80,6 +80,7 @@ def train_runs(
     phases: Phases,
     *,
     raise_divergence: bool = False,
+    resolved: Sequence[dict] | None = None,
 ) -> list[run_dir.RunSummary]:
     """Trains `prepared` (train/trainer.py `prepare`) once per seed in its workdir; returns each
     run's summary, in order: the one written to its summary.json, or a "stopped" one (not
@@ -87,7 +88,9 @@ def train_runs(
     device side. A checkpoint that cannot be saved raises CheckpointSaveError after writing the
     "failed" summary of every run still training (so does another write that fails, with its
     own error when no save failed); with `raise_divergence`, a diverged run raises its
-    NonFiniteError after writing its "diverged" summary (a group trains on without the seed)."""
+    NonFiniteError after writing its "diverged" summary (a group trains on without the seed).
+    `resolved`: each run's config.json when the runs differ in more than the seed (a run group's
+    optimizer scalars); by default `prepared`'s with each run's seed."""
     train_cfg, info = prepared.train_cfg, prepared.info
     parallel = make_parallel(train_cfg)  # Train state on the devices; see train/parallel.py.
     shared = {}  # compiled evaluation functions the runs share
@@ -95,7 +98,7 @@ def train_runs(
     for lane, (seed, workdir) in enumerate(zip(seeds, workdirs, strict=True)):
         run = RunHost(
             workdir=Path(workdir).expanduser(),
-            resolved={**prepared.resolved, "seed": seed},
+            resolved=resolved[lane] if resolved else {**prepared.resolved, "seed": seed},
             train_iter=prepared.dataset.train_iterator(seed=seed, batch_size=prepared.batch_size),
             train_cfg=train_cfg,
             phases=phases,
@@ -131,7 +134,7 @@ def train_runs(
         del initial
         program.start(states)
         del states
-        groups = f" x {len(runs)} seeds" if len(runs) > 1 else ""
+        groups = f" x {len(runs)} runs" if len(runs) > 1 else ""
         print(f"{prepared.model_config.family}: {program.num_params:,} parameters{groups}.")
         try:
             for run in runs:

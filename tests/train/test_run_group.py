@@ -1,0 +1,135 @@
+"""Run groups: members that differ in seed and optimizer scalars, trained as one program, each
+as it would train alone (the tolerance of test_seed_group.py's docstring)."""
+
+import signal
+
+import pytest
+from test_seed_group import _Killed, _solo, assert_same_run, copy_config
+from train_fixtures import read_metrics
+
+from transformer_jax import run_dir
+from transformer_jax.train.checkpoint import Checkpointer
+from transformer_jax.train.logger import MetricsLogger
+from transformer_jax.train.seed_group import check_members, train_run_group
+
+STEPS = 15
+# 2 rates x 2 seeds; the rates also differ in warmup (0: none, the traced branch-free case).
+SETTINGS = {
+    "lr_a": {"learning_rate": 0.5, "warmup_steps": 0},
+    "lr_b": {"learning_rate": 0.25, "warmup_steps": 4},
+}
+SEEDS = (0, 3)
+
+
+def _members(data_dir):
+    """The group's configs and run directories (relative: setting/seed_<s>)."""
+    configs, names = [], []
+    for name, fields in SETTINGS.items():
+        for seed in SEEDS:
+            config = copy_config(data_dir, steps=STEPS)
+            config.train.update(**fields)
+            config.seed = seed
+            configs.append(config)
+            names.append(f"{name}/seed_{seed}")
+    return configs, names
+
+
+def _train(configs, names, workdir, **kwargs):
+    return train_run_group(configs, [workdir / name for name in names], **kwargs)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted 2 x 2 group: (configs, names, its directory, its summaries)."""
+    root = tmp_path_factory.mktemp("run_group")
+    configs, names = _members(root / "tfds")
+    summaries = _train(configs, names, root / "group")
+    return configs, names, root / "group", summaries
+
+
+def test_each_member_of_a_run_group_matches_its_solo_run(reference, tmp_path):
+    configs, names, group, summaries = reference
+    assert [(s.status, s.step) for s in summaries] == [("finished", STEPS)] * 4
+    for config, name in zip(configs, names, strict=True):
+        _solo(config, config.seed, tmp_path / name)
+        assert_same_run(group / name, tmp_path / name)
+        resolved = run_dir.read_config(group / name)
+        assert resolved["seed"] == config.seed
+        assert resolved["train"]["learning_rate"] == config.train.learning_rate
+    # The rates trained differently: the group did not give every member one optimizer.
+    assert summaries[0].metrics != summaries[2].metrics
+
+
+def test_a_run_group_killed_between_its_members_saves_resumes_each_member(
+    reference, tmp_path, monkeypatch
+):
+    """Killed (as by kill -9) at the step-10 save of the last member, after the others saved
+    it: the rerun resumes each member from its own checkpoint and ends every member exactly as
+    the uninterrupted group does."""
+    configs, names, reference_dir, _ = reference
+    save = Checkpointer.save
+
+    def killed_at_the_last_members_save(self, step, *args, **kwargs):
+        if step == 10 and names[-1] in self.directory:
+            raise _Killed
+        return save(self, step, *args, **kwargs)
+
+    monkeypatch.setattr(Checkpointer, "save", killed_at_the_last_members_save)
+    with pytest.raises(_Killed):
+        _train(configs, names, tmp_path)
+    monkeypatch.undo()
+    steps = []
+    for name in names:
+        with Checkpointer(tmp_path / name, every=5, keep=2) as checkpointer:
+            steps.append(checkpointer.latest_step())
+    assert steps == [10, 10, 10, 5]
+    resumed = _train(configs, names, tmp_path)
+    assert [(s.status, s.step) for s in resumed] == [("finished", STEPS)] * 4
+    for name in names:
+        assert read_metrics(tmp_path / name) == read_metrics(reference_dir / name)
+
+
+@pytest.mark.slow
+def test_a_run_group_stopped_by_a_signal_resumes_every_member(reference, tmp_path, monkeypatch):
+    configs, names, reference_dir, _ = reference
+    original = MetricsLogger.write
+
+    def write(self, step, split, metrics):
+        original(self, step, split, metrics)
+        if step == 5:
+            signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(MetricsLogger, "write", write)
+    stopped = _train(configs, names, tmp_path)
+    monkeypatch.setattr(MetricsLogger, "write", original)
+    assert [(s.status, s.step) for s in stopped] == [("stopped", 5)] * 4
+    resumed = _train(configs, names, tmp_path)
+    assert [(s.status, s.step) for s in resumed] == [("finished", STEPS)] * 4
+    for name in names:
+        assert read_metrics(tmp_path / name) == read_metrics(reference_dir / name)
+
+
+@pytest.mark.slow
+def test_a_group_split_by_max_group_size_trains_each_member_as_its_solo_run(reference, tmp_path):
+    configs, names, reference_dir, _ = reference
+    summaries = _train(configs, names, tmp_path, max_group_size=3)
+    assert [(s.status, s.step) for s in summaries] == [("finished", STEPS)] * 4
+    for name in names:  # Other programs (3 lanes, then 1): equal to rounding.
+        assert_same_run(tmp_path / name, reference_dir / name)
+
+
+def test_members_that_one_program_cannot_train_are_refused(tmp_path):
+    configs, _ = _members(tmp_path / "tfds")
+    assert check_members(configs) == ("learning_rate", "warmup_steps")
+    configs[1].model.dropout_rate = 0.3
+    with pytest.raises(ValueError, match=r"differ in model.dropout_rate \(\['0.1', '0.3'\]\)"):
+        check_members(configs)
+    configs, _ = _members(tmp_path / "tfds")
+    configs[0].train.grad_clip_norm, configs[1].train.grad_clip_norm = 0.0, 1.0
+    with pytest.raises(ValueError, match="whether train.grad_clip_norm > 0"):
+        check_members(configs)
+    for config, norm in zip(configs, (2.0, 1.0, 1.0, 1.0), strict=True):
+        config.train.grad_clip_norm = norm
+    assert check_members(configs) == ("learning_rate", "warmup_steps", "grad_clip_norm")
+    with pytest.raises(ValueError, match="one distinct run directory per config"):
+        train_run_group(configs, [tmp_path / "a"] * 4)
