@@ -63,6 +63,9 @@ class EvalContext:
     workdir: Path
     phases: Phases
     shared: dict = dataclasses.field(default_factory=dict)
+    # A group's runs: their shared vmapped evaluation (train/group_eval.py) and this run's lane.
+    group: Any = None
+    lane: int = 0
 
     def shared_fn(self, key: str, build):
         """`build()`, once per group: its runs then compile it once."""
@@ -168,6 +171,10 @@ def _teacher_forced(context: EvalContext) -> TeacherForced:
     eval_step = functools.partial(
         steps.eval_step, model=prepared.model, diagnostics=prepared.train_cfg.diagnostics
     )
+    if context.group is not None:  # One vmapped eval step for the group's stacked states.
+        return TeacherForced(
+            context.group.lane_fn("eval_step", eval_step, context.lane), prepared.eval_sets
+        )
     eval_fn = context.shared_fn("eval_step", lambda: context.parallel.wrap_eval(jax.jit(eval_step)))
     return TeacherForced(eval_fn, prepared.eval_sets)
 

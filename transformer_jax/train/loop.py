@@ -36,6 +36,7 @@ import jax
 from transformer_jax import run_dir
 from transformer_jax.train import multihost
 from transformer_jax.train.evaluators import EvalContext, build_evaluators
+from transformer_jax.train.group_eval import GroupEval
 from transformer_jax.train.parallel import make_parallel
 from transformer_jax.train.profile import StepProfiler
 from transformer_jax.train.run_host import RunHost
@@ -94,6 +95,8 @@ def train_runs(
     train_cfg, info = prepared.train_cfg, prepared.info
     parallel = make_parallel(train_cfg)  # Train state on the devices; see train/parallel.py.
     shared = {}  # compiled evaluation functions the runs share
+    # A group evaluates its stacked states vmapped (train/group_eval.py); a solo run its own.
+    group = GroupEval() if len(workdirs) > 1 else None
     runs = []
     for lane, (seed, workdir) in enumerate(zip(seeds, workdirs, strict=True)):
         run = RunHost(
@@ -105,7 +108,9 @@ def train_runs(
             lane=lane,
             primary=multihost.is_primary(),  # see train/multihost.py
         )
-        context = EvalContext(prepared, parallel, prepared.batch_size, run.workdir, phases, shared)
+        context = EvalContext(
+            prepared, parallel, prepared.batch_size, run.workdir, phases, shared, group, lane
+        )
         run.evaluators = build_evaluators(train_cfg.evaluators, context)
         runs.append(run)
 
@@ -124,6 +129,8 @@ def train_runs(
                 run.unclaim()
             raise
         program = make_program(parallel, seeds, phases)
+        if group is not None:
+            group.attach(program)
         # The placed states' shardings are the restore targets, so a checkpoint written on any
         # number of devices loads onto this run's devices.
         initial = program.initial_states()

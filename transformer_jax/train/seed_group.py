@@ -11,8 +11,9 @@ seeds is what differs between their solo runs: the initial parameters and dropou
 (`PRNGKey(seed)`) and the data order (`train_iterator(seed=seed)`).
 
 Everything on the host is per seed and goes through the solo run's own pieces: logging windows,
-train lines, evaluation (each seed's state through the solo run's compiled eval step, so its
-eval metrics are the solo run's whenever its parameters are), BLEU, checkpoints and summaries.
+train lines, evaluation, BLEU, checkpoints and summaries. The teacher-forced evaluation reads the
+stacked states with one vmapped eval step per batch for every seed (train/group_eval.py);
+decoding (generation accuracy, BLEU) takes each seed's state out of the stack.
 
 Equality with the solo runs: to rounding, not bit for bit. Under vmap each matmul of the step is
 a batched one, which XLA:CPU sums in another order, so a seed's loss can differ from its solo
@@ -240,6 +241,7 @@ class GroupProgram:
         self._sharding = group_state_sharding(len(seeds), parallel.mesh)
         self._scalars = jax.device_put(scalars, self._sharding)
         self._states = None
+        self.version = 0  # steps dispatched: the stacked states change with each (group_eval)
 
     def initial_states(self) -> list:
         initial, self._initial = self._initial, None
@@ -251,7 +253,13 @@ class GroupProgram:
     def step(self, batches: Sequence):
         batch = {name: np.stack([b[name] for b in batches]) for name in batches[0]}
         self._states, metrics = self._train_fn(self._states, batch, self._scalars)
+        self.version += 1
         return metrics
+
+    @property
+    def stacked_states(self):
+        """Every member's train state, stacked (train/group_eval.py evaluates them at once)."""
+        return self._states
 
     def lane(self, metrics, i: int) -> dict:
         return {name: value[i] for name, value in metrics.items()}
