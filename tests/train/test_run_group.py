@@ -8,9 +8,12 @@ from test_seed_group import _Killed, _solo, assert_same_run, copy_config
 from train_fixtures import read_metrics
 
 from transformer_jax import run_dir
+from transformer_jax.config import TrainConfig
+from transformer_jax.train import group_memory, seed_group
 from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.seed_group import check_members, train_run_group
+from transformer_jax.train.trainer import prepare
 
 STEPS = 15
 # 2 rates x 2 seeds; the rates also differ in warmup (0: none, the traced branch-free case).
@@ -133,3 +136,44 @@ def test_members_that_one_program_cannot_train_are_refused(tmp_path):
     assert check_members(configs) == ("learning_rate", "warmup_steps", "grad_clip_norm")
     with pytest.raises(ValueError, match="one distinct run directory per config"):
         train_run_group(configs, [tmp_path / "a"] * 4)
+
+
+def test_a_group_halves_until_its_step_fits_the_device():
+    tried = []
+
+    def bytes_of(size):
+        tried.append(size)
+        return 100 * size
+
+    limit = 500 / group_memory.MEMORY_FRACTION
+    assert group_memory.fitting_size(18, bytes_of, limit) == 5
+    assert tried == [18, 9, 5]
+    assert group_memory.fitting_size(18, bytes_of, None) == 18  # a CPU: no limit reported
+    assert group_memory.fitting_size(3, lambda size: 10**12, 1) == 1
+
+
+@pytest.mark.slow
+def test_a_group_that_does_not_fit_trains_in_parts_that_do(reference, tmp_path, monkeypatch):
+    """The compiled step of 4 members needs more than that of 2; with a device limit between
+    them the group trains as two parts of 2, each member as in the whole group (to rounding)."""
+    configs, names, reference_dir, _ = reference
+    prepared = prepare(configs[0])
+    train_cfgs = [TrainConfig.from_dict(c.train.to_dict()) for c in configs]
+    scalars = seed_group.member_scalars(train_cfgs, check_members(configs))
+    two, four = (seed_group.group_step_bytes(prepared, scalars, n) for n in (2, 4))
+    assert four > two
+    limit = (two + four) / 2 / group_memory.MEMORY_FRACTION
+    monkeypatch.setattr(group_memory, "device_memory_limit", lambda: limit)
+    parts = []
+    train_runs = seed_group.train_runs
+
+    def counted(prepared, seeds, *args, **kwargs):
+        parts.append(len(seeds))
+        return train_runs(prepared, seeds, *args, **kwargs)
+
+    monkeypatch.setattr(seed_group, "train_runs", counted)
+    summaries = _train(configs, names, tmp_path)
+    assert parts == [2, 2]
+    assert [(s.status, s.step) for s in summaries] == [("finished", STEPS)] * 4
+    for name in names:
+        assert_same_run(tmp_path / name, reference_dir / name)

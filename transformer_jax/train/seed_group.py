@@ -50,12 +50,11 @@ different shape or program. Each member is an ordinary run directory, as a seed 
 are, with its own config.json; equality with the solo runs is as above (the tolerance of
 tests/train/test_seed_group.py).
 
-Memory: the members' states and activations grow with their number. `max_group_size` splits a
-group into consecutive groups of at most that many members, trained one after the other, each
-its own program. By default, on a device that reports its memory (GPU, TPU), the group's
-compiled step is asked for its memory (`compiled.memory_analysis()`: arguments, outputs and
-temporaries) and the group halves until that fits in `MEMORY_FRACTION` of the device's
-memory; on a CPU, which reports none, the group trains whole.
+Memory: the members' states and activations grow with their number. A run group splits into
+consecutive parts trained one after the other, each its own program: of at most
+`max_group_size` members when given; by default, on a device that reports its memory (GPU,
+TPU), halved until the compiled step of a part fits (train/group_memory.py, one extra compile of
+the step per halving tried); on a CPU, which reports none, the group trains whole.
 """
 
 from collections.abc import Sequence
@@ -66,14 +65,17 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from jax import ShapeDtypeStruct
 from jax.sharding import NamedSharding, PartitionSpec
 
 from transformer_jax import run_dir
 from transformer_jax.config import TrainConfig
+from transformer_jax.data.abstract import abstract_batch, split_lengths
+from transformer_jax.train import group_memory
 from transformer_jax.train import step as steps
 from transformer_jax.train.loop import train_runs
 from transformer_jax.train.optimizer import GROUP_SCALARS, make_optimizer
-from transformer_jax.train.parallel import DATA, FSDP, Parallel
+from transformer_jax.train.parallel import DATA, FSDP, Parallel, make_parallel
 from transformer_jax.train.timing import Phases
 from transformer_jax.train.trainer import Prepared, prepare, sample_batch
 
@@ -203,6 +205,34 @@ def group_train_step(prepared: Prepared, step_devices: int):
     return train_step
 
 
+def _group_init(prepared: Prepared):
+    """(rng, a member's scalars) -> its initial TrainState: one program for every member."""
+    d_model = prepared.model_config.d_model
+    return steps.make_init(
+        prepared.model,
+        lambda values: make_optimizer(prepared.train_cfg, d_model, values),
+        sample_batch(prepared),
+    )
+
+
+def group_step_bytes(prepared: Prepared, scalars: dict, size: int) -> int:
+    """Peak bytes of the compiled step of `size` members of the group whose `member_scalars`
+    are `scalars` (train/group_memory.py), compiled from shapes alone."""
+    parallel = make_parallel(prepared.train_cfg)
+    one = {name: values[0] for name, values in scalars.items()}
+    state = jax.eval_shape(_group_init(prepared), jax.random.PRNGKey(0), one)
+    lengths = split_lengths(prepared.info, "train")
+    batch = abstract_batch(prepared.info, prepared.resolved["data"], prepared.batch_size, lengths)
+
+    def stacked(tree):
+        return jax.tree.map(lambda x: ShapeDtypeStruct((size, *x.shape), x.dtype), tree)
+
+    step_devices = 1 if shards_seeds(size, parallel.mesh) else parallel.num_devices
+    train = compile_group_train(group_train_step(prepared, step_devices), parallel.mesh, size)
+    lowered = train.lower(stacked(state), stacked(batch), stacked(one))
+    return group_memory.compiled_bytes(lowered.compile())
+
+
 class GroupProgram:
     """The members' train states stacked on a leading axis and stepped by one vmapped train
     step (`compile_group_train`); the loop's Program (train/loop.py) for a seed or run group,
@@ -219,12 +249,7 @@ class GroupProgram:
         scalars = scalars or {}
         self._parallel = parallel
         with phases("init"):
-            d_model = prepared.model_config.d_model
-            init = steps.make_init(
-                prepared.model,
-                lambda values: make_optimizer(prepared.train_cfg, d_model, values),
-                sample_batch(prepared),
-            )
+            init = _group_init(prepared)
             self._initial = [
                 parallel.place_state(
                     init(jax.random.PRNGKey(s), {k: v[i] for k, v in scalars.items()})
@@ -336,7 +361,14 @@ def _train_members(configs, workdirs, *, max_group_size):
         for config, train_cfg in zip(configs, train_cfgs, strict=True)
     ]
     seeds = [config.seed for config in configs]
-    size = max_group_size or len(configs)
+    size = max_group_size
+    if size is None:
+        scalars = member_scalars(train_cfgs, names)
+        size = group_memory.fitting_size(
+            len(configs),
+            lambda n: group_step_bytes(prepared, scalars, n),
+            group_memory.device_memory_limit(),
+        )
     summaries = []
     for start in range(0, len(configs), size):
         part = slice(start, start + size)
