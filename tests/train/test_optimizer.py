@@ -11,6 +11,7 @@ import pytest
 from transformer_jax import defaults
 from transformer_jax.config import TrainConfig
 from transformer_jax.train import optimizer
+from transformer_jax.train.group_fields import GROUP_SCALARS
 
 
 def _train_config(**overrides) -> TrainConfig:
@@ -232,7 +233,7 @@ def test_a_vmapped_optimizer_of_traced_scalars_updates_each_member_as_its_own():
     configs = [_train_config(optimizer="adamw", schedule="cosine", **m) for m in members]
     scalars = {
         name: jnp.asarray([m[name] for m in members], jnp.int32 if name == "warmup_steps" else None)
-        for name in optimizer.GROUP_SCALARS
+        for name in GROUP_SCALARS
     }
 
     def member_update(scalar, state, grad, p):

@@ -25,18 +25,7 @@ import jax.numpy as jnp
 import optax
 
 from transformer_jax.config import TrainConfig
-
-# train.* fields the members of one run group may differ in (train/seed_group.py): numbers the
-# optimizer and schedule read at every update, never a shape or a choice of program.
-GROUP_SCALARS = (
-    "learning_rate",
-    "warmup_steps",
-    "b1",
-    "b2",
-    "eps",
-    "weight_decay",
-    "grad_clip_norm",
-)
+from transformer_jax.train.group_fields import GROUP_SCALARS
 
 
 def _rsqrt(scale: Any, d_model: int, warmup: Any) -> optax.Schedule:

@@ -39,7 +39,7 @@ steps (a group killed between its seeds' saves, or a seed trained on alone) trai
 each as it would alone.
 
 Run groups (`train_run_group(configs, workdirs)`) generalise this to members that differ in seed
-and in the optimizer's and schedule's scalars, `optimizer.GROUP_SCALARS`: train.learning_rate,
+and in the optimizer's and schedule's scalars, `group_fields.GROUP_SCALARS`: train.learning_rate,
 warmup_steps, b1, b2, eps, weight_decay and grad_clip_norm (all members clip, or none does): a
 tuned sweep's learning-rate x warmup x seed grid of one cell trains as one program. The fields
 the members differ in become per-member arrays, vmapped with the states into the step, where
@@ -73,8 +73,9 @@ from transformer_jax.config import TrainConfig
 from transformer_jax.data.abstract import abstract_batch, split_lengths
 from transformer_jax.train import group_memory
 from transformer_jax.train import step as steps
+from transformer_jax.train.group_fields import GROUP_KEYS, GROUP_SCALARS
 from transformer_jax.train.loop import train_runs
-from transformer_jax.train.optimizer import GROUP_SCALARS, make_optimizer
+from transformer_jax.train.optimizer import make_optimizer
 from transformer_jax.train.parallel import DATA, FSDP, Parallel, make_parallel
 from transformer_jax.train.timing import Phases
 from transformer_jax.train.trainer import Prepared, prepare, sample_batch
@@ -119,7 +120,7 @@ def check_members(configs: Sequence[ml_collections.ConfigDict]) -> tuple[str, ..
     """The `GROUP_SCALARS` the members of a run group differ in (train.* names), in that order;
     a ValueError naming the first other field that differs, which one program cannot train."""
     flat = [_flat(config.to_dict()) for config in configs]
-    allowed = {"seed", *(f"train.{name}" for name in GROUP_SCALARS)}
+    allowed = {"seed", *GROUP_KEYS}
     for key in sorted(set().union(*flat)):
         values = [f.get(key) for f in flat]
         if key not in allowed and any(v != values[0] for v in values):
@@ -329,7 +330,7 @@ def train_run_group(
 ) -> list[run_dir.RunSummary]:
     """Trains each of `configs` in its workdir, as one vmapped program (or, split by memory or
     `max_group_size`, a few: see the module docstring). The configs may differ only in seed and
-    in `optimizer.GROUP_SCALARS` (`check_members`); each workdir is an ordinary run directory.
+    in `group_fields.GROUP_SCALARS` (`check_members`); each workdir is an ordinary run directory.
 
     Returns the members' summaries in order, as `train_seed_group` does; when a signal stops one
     part of a split group, the parts after it are not started and have no summary."""
