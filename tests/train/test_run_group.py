@@ -1,11 +1,15 @@
 """Run groups: members that differ in seed and optimizer scalars, trained as one program, each
 as it would train alone (the tolerance of test_seed_group.py's docstring)."""
 
+import json
+import os
 import signal
+import subprocess
+import sys
 
 import pytest
-from test_seed_group import _Killed, _solo, assert_same_run, copy_config
-from train_fixtures import read_metrics
+from test_seed_group import REPO, _Killed, _solo, assert_same_run, copy_config
+from train_fixtures import dotted, read_metrics
 
 from transformer_jax import run_dir
 from transformer_jax.config import TrainConfig
@@ -177,3 +181,40 @@ def test_a_group_that_does_not_fit_trains_in_parts_that_do(reference, tmp_path, 
     assert [(s.status, s.step) for s in summaries] == [("finished", STEPS)] * 4
     for name in names:
         assert_same_run(tmp_path / name, reference_dir / name)
+
+
+@pytest.mark.slow
+def test_the_command_line_trains_a_run_group_from_its_runs_json(reference, tmp_path):
+    """`main --runs`: the config's flags shared, each run's seed and scalars in the JSON; each
+    run ends as the same group trained in process does, bit for bit (the same program)."""
+    configs, names, reference_dir, _ = reference
+    command = [
+        sys.executable,
+        "-m",
+        "transformer_jax.main",
+        "--config=configs/algorithmic.py:copy",
+        f"--workdir={tmp_path}",
+    ]
+    for section in ("model", "data", "train"):
+        for key, value in dotted(configs[0][section].to_dict()):
+            if f"{section}.{key}" not in ("train.learning_rate", "train.warmup_steps"):
+                command.append(f"--config.{section}.{key}={value}")
+    runs = {
+        name: {"seed": c.seed, **{f"train.{k}": c.train[k] for k in SETTINGS["lr_a"]}}
+        for name, c in zip(names, configs, strict=True)
+    }
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    bad = subprocess.run(
+        [*command, '--runs={"../x": {"seed": 0}}'],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "main: error: --runs: '../x' must be a directory" in bad.stderr
+    done = subprocess.run(
+        [*command, f"--runs={json.dumps(runs)}"], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in names:
+        assert read_metrics(tmp_path / name) == read_metrics(reference_dir / name)
