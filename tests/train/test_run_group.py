@@ -3,19 +3,24 @@ as it would train alone (the tolerance of test_seed_group.py's docstring)."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 
 import pytest
-from test_seed_group import REPO, _Killed, _solo, assert_same_run, copy_config
+from test_seed_group import (
+    REPO,
+    _Killed,
+    _solo,
+    assert_same_run,
+    copy_config,
+    stopped_at_step_5,
+)
 from train_fixtures import dotted, read_metrics
 
 from transformer_jax import run_dir
 from transformer_jax.config import TrainConfig
 from transformer_jax.train import group_memory, seed_group
 from transformer_jax.train.checkpoint import Checkpointer
-from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.seed_group import check_members, train_run_group
 from transformer_jax.train.trainer import prepare
 
@@ -99,16 +104,7 @@ def test_a_run_group_killed_between_its_members_saves_resumes_each_member(
 @pytest.mark.slow
 def test_a_run_group_stopped_by_a_signal_resumes_every_member(reference, tmp_path, monkeypatch):
     configs, names, reference_dir, _ = reference
-    original = MetricsLogger.write
-
-    def write(self, step, split, metrics):
-        original(self, step, split, metrics)
-        if step == 5:
-            signal.raise_signal(signal.SIGTERM)
-
-    monkeypatch.setattr(MetricsLogger, "write", write)
-    stopped = _train(configs, names, tmp_path)
-    monkeypatch.setattr(MetricsLogger, "write", original)
+    stopped = stopped_at_step_5(monkeypatch, lambda: _train(configs, names, tmp_path))
     assert [(s.status, s.step) for s in stopped] == [("stopped", 5)] * 4
     resumed = _train(configs, names, tmp_path)
     assert [(s.status, s.step) for s in resumed] == [("finished", STEPS)] * 4

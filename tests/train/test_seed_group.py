@@ -184,6 +184,17 @@ def test_a_group_stopped_by_a_signal_resumes_every_seed(tmp_path, monkeypatch):
     uninterrupted group does, bit for bit (the same program)."""
     config = copy_config(tmp_path / "tfds")
     train_seed_group(config, str(tmp_path / "reference"), SEEDS)
+    stopped = stopped_at_step_5(
+        monkeypatch, lambda: train_seed_group(config, str(tmp_path / "group"), SEEDS)
+    )
+    assert [(s.status, s.step) for s in stopped] == [("stopped", 5), ("stopped", 5)]
+    resumed = train_seed_group(config, str(tmp_path / "group"), SEEDS)
+    assert [(s.status, s.step) for s in resumed] == [("finished", 10), ("finished", 10)]
+    assert_same_metrics(tmp_path / "group", tmp_path / "reference")
+
+
+def stopped_at_step_5(monkeypatch, train):
+    """`train()` with a SIGTERM once step 5 is logged (the trainer saves and stops there)."""
     original = MetricsLogger.write
 
     def write(self, step, split, metrics):
@@ -192,12 +203,10 @@ def test_a_group_stopped_by_a_signal_resumes_every_seed(tmp_path, monkeypatch):
             signal.raise_signal(signal.SIGTERM)
 
     monkeypatch.setattr(MetricsLogger, "write", write)
-    stopped = train_seed_group(config, str(tmp_path / "group"), SEEDS)
-    monkeypatch.setattr(MetricsLogger, "write", original)
-    assert [(s.status, s.step) for s in stopped] == [("stopped", 5), ("stopped", 5)]
-    resumed = train_seed_group(config, str(tmp_path / "group"), SEEDS)
-    assert [(s.status, s.step) for s in resumed] == [("finished", 10), ("finished", 10)]
-    assert_same_metrics(tmp_path / "group", tmp_path / "reference")
+    try:
+        return train()
+    finally:
+        monkeypatch.setattr(MetricsLogger, "write", original)
 
 
 class _Killed(BaseException):

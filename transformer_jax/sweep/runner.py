@@ -106,15 +106,11 @@ def build_argv(
         seeds = f"--config.seed={seed}"
     else:
         seeds = f"--seeds={','.join(str(s) for s in seed)}"
-    return (
-        python,
-        "-m",
-        main_module,
-        f"--config={config_spec}",
-        f"--workdir={path}",
-        seeds,
-        *overrides,
-    )
+    return _trainer_argv(python, main_module, config_spec, path, seeds, *overrides)
+
+
+def _trainer_argv(python, main_module, config_spec, path, *args) -> tuple[str, ...]:
+    return (python, "-m", main_module, f"--config={config_spec}", f"--workdir={path}", *args)
 
 
 def build_group_argv(
@@ -137,15 +133,9 @@ def build_group_argv(
         }
         for r, o in zip(runs, overrides, strict=True)
     }
-    return (
-        python,
-        "-m",
-        main_module,
-        f"--config={config_spec}",
-        f"--workdir={path}",
-        f"--runs={json.dumps(members, separators=(',', ':'))}",
-        *(f"--config.{k}={format_override(v)}" for k, v in shared.items()),
-    )
+    runs_flag = f"--runs={json.dumps(members, separators=(',', ':'))}"
+    flags = (f"--config.{k}={format_override(v)}" for k, v in shared.items())
+    return _trainer_argv(python, main_module, config_spec, path, runs_flag, *flags)
 
 
 def _group_key(sweep: Sweep, run_variant: str) -> tuple:
