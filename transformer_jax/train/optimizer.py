@@ -11,8 +11,8 @@ The optimizer is wrapped in `optax.inject_hyperparams`, so after an update
 
 Run groups (train/seed_group.py) train members that differ in the `GROUP_SCALARS` as one
 vmapped program: `make_optimizer(..., scalars=...)` takes those fields as traced per-member
-values, so every schedule and transformation below is written to accept a number or a traced
-array alike (no Python branch on their values). Adam's b1, b2, eps and the weight decay are
+values, so every schedule and transformation below accepts a number or a traced array (a
+traced one never chooses a Python branch: `_traced`). Adam's b1, b2, eps and the weight decay are
 injected hyperparameters, read from each member's own optimizer state; the learning rate,
 warmup and clipping norm are closed over by the update and so are passed to it.
 """
@@ -29,25 +29,32 @@ from transformer_jax.train.group_fields import GROUP_SCALARS
 
 
 def _rsqrt(scale: Any, d_model: int, warmup: Any) -> optax.Schedule:
-    # A number's W**-1.5 in float64, as a solo run has always computed it; a traced warmup's in
-    # float32. W = 0 drops the warmup term (the where), the max only keeps the power finite.
-    if isinstance(warmup, jax.Array):
-        inverse = jnp.maximum(warmup, 1) ** -1.5
-    else:
-        inverse = max(warmup, 1) ** -1.5
-
     def schedule(count):
         step = jnp.asarray(count, jnp.float32) + 1.0
         decay = jax.lax.rsqrt(step)
-        decay = jnp.where(warmup > 0, jnp.minimum(decay, step * inverse), decay)
+        if _traced(warmup):  # W = 0 drops the warmup term; the max keeps the power finite.
+            ramp = jnp.minimum(decay, step * jnp.maximum(warmup, 1) ** -1.5)
+            decay = jnp.where(warmup > 0, ramp, decay)
+        elif warmup > 0:
+            decay = jnp.minimum(decay, step * warmup**-1.5)
         return scale * d_model**-0.5 * decay
 
     return schedule
 
 
 def _warmup(peak: Any, warmup: Any, step: jax.Array) -> jax.Array:
-    # W = 0: step / 1 >= 1 at every step, so the ramp is the peak itself (no branch on W).
-    return peak * jnp.minimum(step / jnp.maximum(warmup, 1), 1.0)
+    if _traced(warmup):  # W = 0: step / 1 >= 1 at every step, so the ramp is the peak itself.
+        return peak * jnp.minimum(step / jnp.maximum(warmup, 1), 1.0)
+    if warmup == 0:
+        return jnp.full_like(step, peak)
+    return peak * jnp.minimum(step / warmup, 1.0)
+
+
+def _traced(value: Any) -> bool:
+    """A run group's per-member value (an array, traced in its step), not a number: it cannot
+    choose a branch. Numbers keep the branches, so a solo run's program is the one it always
+    was (XLA fuses another program differently, which moves its results by rounding)."""
+    return isinstance(value, jax.Array)
 
 
 def _cosine(peak: Any, warmup: Any, steps: int) -> optax.Schedule:
