@@ -422,3 +422,29 @@ def test_a_job_launcher_submits_the_confirmations_once_the_selection_is_done(pro
     } | set(first)
     done = settled()
     assert set(done.values()) == {"finished"} and len(done) == 10
+
+
+def test_a_cell_groups_the_settings_one_program_can_train_together(project):
+    """Rates and warmups (optimizer scalars) in one run group; settings that differ in anything
+    else, or in whether they clip the gradient, in groups of their own."""
+    from transformer_jax.sweep.launcher import GroupSpec
+    from transformer_jax.sweep.runner import launches, plan
+
+    grid = {
+        "train.learning_rate": (1e-3, 1e-2),
+        "train.grad_clip_norm": (0.0, 1.0, 2.0),
+        "fake.offset": (0.0, 0.1),
+    }
+    sweep = tuned_sweep(nuisance=grid, variants={"base": {}})
+    workdir, spec = str(project / "runs"), "configs/fake.py"
+    units = launches(sweep, workdir, plan(sweep, workdir, spec), spec, "fake_main", True)
+    groups = sorted(
+        sorted({r.variant.rpartition("/")[2] for r in unit.runs})
+        for unit in units
+        if isinstance(unit, GroupSpec)
+    )
+    assert all(isinstance(unit, GroupSpec) for unit in units) and len(units) == 4
+    for settings in groups:
+        offsets = {name.rpartition("offset-")[2] for name in settings}
+        clips = {"grad_clip_norm-0.0" in name for name in settings}
+        assert len(offsets) == 1 and len(clips) == 1

@@ -146,7 +146,10 @@ def _group_key(sweep: Sweep, run_variant: str) -> tuple:
         return (run_variant,)
     variant, setting = split_run_variant(run_variant)
     values = sweep.settings[setting]
-    return (variant, tuple((k, v) for k, v in values.items() if k not in GROUP_KEYS))
+    apart = tuple((k, v) for k, v in values.items() if k not in GROUP_KEYS)
+    # Clipping or not is a choice of program: a grid over the norm with 0 makes two groups.
+    clips = values.get("train.grad_clip_norm", 1.0) > 0
+    return (variant, apart, clips)
 
 
 def launches(
