@@ -134,6 +134,73 @@ def test_sweep_speed_counts_a_seed_group_as_one_process(tmp_path):
     assert runs == 6 and separate["processes"] == 6 and separate["total"] == 31.0
 
 
+def test_grid_speed_trains_the_same_runs_both_ways_and_counts_processes(tmp_path):
+    """The old way: one seed group per rate; the new: one run group with every rate and seed,
+    in the same run directories; a process's breakdown is counted once."""
+    import json
+
+    from benchmarks.grid_speed import commands, phase_sums
+
+    old = commands("per_rate", tmp_path, "c.py", ["1e-3", "2e-3"], [0, 1], ["train.steps=2"])
+    assert [argv[-2:] for argv in old] == [
+        ["--seeds=0,1", "--config.train.learning_rate=1e-3"],
+        ["--seeds=0,1", "--config.train.learning_rate=2e-3"],
+    ]
+    assert old[0][4:6] == [
+        "--config.train.steps=2",
+        f"--workdir={tmp_path / 'learning_rate-0.001'}",
+    ]
+    ((*_, workdir, runs),) = commands("one_group", tmp_path, "c.py", ["1e-3", "2e-3"], [0, 1], [])
+    assert workdir == f"--workdir={tmp_path}"
+    assert json.loads(runs.removeprefix("--runs=")) == {
+        f"learning_rate-{rate}/seed_{seed}": {"seed": seed, "train.learning_rate": rate}
+        for rate in (0.001, 0.002)
+        for seed in (0, 1)
+    }
+    summaries = {
+        f"learning_rate-{rate}/seed_{seed}": {"timing": {"train": rate * 1000, "total": 9.0}}
+        for rate in (0.001, 0.002)
+        for seed in (0, 1)
+    }
+    per_rate = phase_sums(summaries, "per_rate")
+    assert per_rate["processes"] == 2 and per_rate["train"] == 3.0 and per_rate["total"] == 18.0
+    assert phase_sums(summaries, "one_group")["processes"] == 1
+
+
+@pytest.mark.slow
+def test_grid_speed_runs_a_tiny_cell_both_ways(tmp_path):
+    """The benchmark end to end on a tiny cell (2 rates x 1 seed, 2 steps): both ways train
+    every run and it prints their table, the metrics' difference and the ratio."""
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    tiny = [
+        "train.steps=2",
+        "train.log_every=1",
+        "train.eval_every=2",
+        "train.checkpoint_every=2",
+        "train.warmup_steps=0",
+        "train.generate_eval=False",
+        "model.d_model=16",
+        "model.ffn.d_ff=32",
+        f"data.data_dir={tmp_path / 'tfds'}",
+        "data.num_train=64",
+        "data.num_test=16",
+        "data.num_test_long=16",
+        "data.num_validation=16",
+    ]
+    command = [sys.executable, "-m", "benchmarks.grid_speed", "--rates=1e-3,2e-3", "--seeds=0"]
+    command += [f"--set={','.join(tiny)}", f"--keep={tmp_path / 'runs'}"]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines() if line.strip()}
+    assert rows["per_rate"][2:4] == ["2", "2"] and rows["one_group"][2:4] == ["2", "1"]
+    assert "largest relative difference of a final metric" in done.stdout
+    assert "ratio: " in done.stdout
+
+
 @pytest.mark.slow
 def test_loop_cost_bare_step_is_the_trainers_own_step(tmp_path):
     """Like for like: the bare step the loop-cost benchmark times is the trainer's step on the

@@ -7,9 +7,16 @@ resumes from its latest checkpoint.
 --seeds=0,1,2 trains the config once per seed as one seed group (transformer_jax/train/
 seed_group.py): one vmapped program, seed s in WORKDIR/seed_<s>/ (config.seed is ignored), each
 with the files of a run of its own.
+
+--runs='{"lr-0.001/seed_0": {"seed": 0, "train.learning_rate": 0.001}, ...}' trains a run group
+(the same file): one run per entry, in WORKDIR/<key>/, the config with that entry's overrides
+(seed and the optimizer scalars of transformer_jax/train/group_fields.py), as one program. A
+tuned sweep launches a cell's learning-rate x warmup x seed grid this way.
 """
 
+import json
 import sys
+from pathlib import Path, PurePosixPath
 
 from absl import app, flags, logging
 from ml_collections import config_flags
@@ -17,13 +24,20 @@ from ml_collections import config_flags
 from transformer_jax.commands import one_line_errors, parse_flags
 from transformer_jax.run_dir import DIVERGED_EXIT_CODE, STOPPED_EXIT_CODE
 from transformer_jax.train.numerics import NonFiniteError
-from transformer_jax.train.seed_group import train_seed_group
+from transformer_jax.train.seed_group import train_run_group, train_seed_group
 from transformer_jax.train.trainer import train_and_evaluate
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (checkpoints, metrics, summary).")
 _SEEDS = flags.DEFINE_list(
     "seeds", None, "Seeds to train as one seed group, in WORKDIR/seed_<seed>/ (e.g. 0,1,2)."
+)
+_RUNS = flags.DEFINE_string(
+    "runs",
+    None,
+    "A run group, as JSON: run directory under --workdir -> that run's overrides (dotted "
+    'config keys, "seed" among them), e.g. \'{"lr-0.001/seed_0": {"seed": 0, '
+    '"train.learning_rate": 0.001}}\'.',
 )
 flags.mark_flags_as_required(["config", "workdir"])
 INTERRUPTED_EXIT_CODE = 128 + 2  # as a shell reports a process ended by SIGINT
@@ -39,6 +53,11 @@ def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO.
     try:
+        if _RUNS.value is not None:
+            if _SEEDS.value is not None:
+                raise ValueError("--runs and --seeds name a group twice; give one of them")
+            configs, workdirs = _parse_runs(_RUNS.value, _CONFIG.value, _WORKDIR.value)
+            _exit_with(train_run_group(configs, workdirs))
         if _SEEDS.value is not None:
             seeds = _parse_seeds(_SEEDS.value)
             _exit_with(train_seed_group(_CONFIG.value, _WORKDIR.value, seeds))
@@ -64,6 +83,46 @@ def _parse_seeds(values: list[str]) -> list[int]:
         raise ValueError(
             f"--seeds={','.join(values)} is invalid; expected comma-separated ints, e.g. 0,1,2"
         ) from None
+
+
+def _parse_runs(text: str, config, workdir: str):
+    """--runs: each run's config (`config` with its overrides) and its directory."""
+    try:
+        runs = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--runs is not valid JSON ({error})") from None
+    if (
+        not isinstance(runs, dict)
+        or not runs
+        or not all(isinstance(v, dict) for v in runs.values())
+    ):
+        raise ValueError(
+            "--runs must be a JSON object of run directory -> overrides, e.g. "
+            '\'{"lr-0.001/seed_0": {"seed": 0, "train.learning_rate": 0.001}}\''
+        )
+    configs, workdirs = [], []
+    for name, overrides in runs.items():
+        path = PurePosixPath(name)
+        if path.is_absolute() or ".." in path.parts or not path.parts:
+            raise ValueError(f"--runs: {name!r} must be a directory inside --workdir")
+        member = config.copy_and_resolve_references()
+        for key, value in overrides.items():
+            *sections, field = key.split(".")
+            node = member
+            try:
+                for section in sections:
+                    node = node[section]
+                if field not in node:
+                    raise KeyError(key)
+                node[field] = value
+            except (KeyError, TypeError) as error:
+                raise ValueError(
+                    f"--runs: {name}: {key}={value!r} is not a valid override of the config "
+                    f"({type(error).__name__}: {error})"
+                ) from None
+        configs.append(member)
+        workdirs.append(str(Path(workdir) / path))
+    return configs, workdirs
 
 
 def _exit_with(summaries) -> None:

@@ -46,9 +46,10 @@ def define_flags() -> None:
     flags.DEFINE_bool(
         "seed_groups",
         True,
-        "Train the pending seeds of each variant as one process and one vmapped program (one "
-        "job with a job launcher); --seed_groups=false trains every seed in a process of its "
-        "own.",
+        "Train the pending seeds of each variant (with nuisance factors over optimizer "
+        "scalars, the settings and seeds of each cell) as one process and one vmapped program "
+        "(one job with a job launcher); --seed_groups=false trains every run in a process of "
+        "its own.",
     )
     flags.DEFINE_bool(
         "compile_cache",

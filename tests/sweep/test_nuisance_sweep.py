@@ -18,13 +18,12 @@ from transformer_jax.sweep import Factor, SplitFactor, Sweep, run_sweep
 FAKE_MAIN = """
 import json, math, os, sys
 args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
-lr = float(args.get("config.train.learning_rate", "0.001"))
 best = float(args.get("config.fake.best_lr", "0.001"))
 offset = float(args.get("config.fake.offset", "0.0"))
-miss = abs(math.log10(lr / best))
 
 
-def train(workdir, seed):
+def train(workdir, seed, lr=float(args.get("config.train.learning_rate", "0.001"))):
+    miss = abs(math.log10(lr / best))
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "config.json"), "w") as f:
         json.dump({"seed": seed, "git_commit": "fake"}, f)
@@ -39,7 +38,11 @@ def train(workdir, seed):
         json.dump(summary, f)
 
 
-if "seeds" in args:
+if "runs" in args:  # a run group: each run's own seed and learning rate
+    for name, run in json.loads(args["runs"]).items():
+        rate = run.get("train.learning_rate", float(args.get("config.train.learning_rate", 1e-3)))
+        train(os.path.join(args["workdir"], name), run["seed"], rate)
+elif "seeds" in args:
     for seed in (int(s) for s in args["seeds"].split(",")):
         train(os.path.join(args["workdir"], f"seed_{seed}"), seed)
 else:
@@ -178,9 +181,30 @@ def test_status_and_groups_cover_every_setting(project):
         for lr in ("0.001", "0.01")
         for s in (0, 1)
     ]
-    # One process per (variant, setting) trained both seeds: the seed group's command.
+    # One process per cell trained both settings and both seeds: the run group's command,
+    # then the run's own, which resumes it alone.
     with open(workdir / "shifted" / "learning_rate-0.01" / "seed_0" / "command.txt") as f:
-        assert "--seeds=0,1" in f.read()
+        lines = f.read().splitlines()
+    assert "# trained in the run group shifted/{4 runs} by:" in lines
+    group = next(line for line in lines if "--runs=" in line)
+    assert f"--workdir={workdir / 'shifted'}" in group
+    assert "learning_rate-0.01/seed_0" in group and "--seeds" not in group
+    own = "--config.seed=0 --config.fake.best_lr=0.01 --config.fake.offset=0.05"
+    assert lines[-1].endswith(f"{own} --config.train.learning_rate=0.01")
+
+
+def test_the_runs_of_a_cell_train_alone_without_groups(project):
+    from transformer_jax.sweep import slurm
+
+    workdir = project / "runs"
+    sweep = tuned_sweep()
+    run_sweep(
+        sweep, "experiments/tuned.py", str(workdir), main_module="fake_main", seed_groups=False
+    )
+    assert [s.state for s in slurm.sweep_status(str(workdir))] == ["finished"] * 8
+    with open(workdir / "shifted" / "learning_rate-0.01" / "seed_0" / "command.txt") as f:
+        text = f.read()
+    assert "group" not in text and "--runs" not in text
 
 
 def test_default_outside_the_grid_is_refused_before_anything_runs(project):
@@ -398,3 +422,29 @@ def test_a_job_launcher_submits_the_confirmations_once_the_selection_is_done(pro
     } | set(first)
     done = settled()
     assert set(done.values()) == {"finished"} and len(done) == 10
+
+
+def test_a_cell_groups_the_settings_one_program_can_train_together(project):
+    """Rates and warmups (optimizer scalars) in one run group; settings that differ in anything
+    else, or in whether they clip the gradient, in groups of their own."""
+    from transformer_jax.sweep.launcher import GroupSpec
+    from transformer_jax.sweep.runner import launches, plan
+
+    grid = {
+        "train.learning_rate": (1e-3, 1e-2),
+        "train.grad_clip_norm": (0.0, 1.0, 2.0),
+        "fake.offset": (0.0, 0.1),
+    }
+    sweep = tuned_sweep(nuisance=grid, variants={"base": {}})
+    workdir, spec = str(project / "runs"), "configs/fake.py"
+    units = launches(sweep, workdir, plan(sweep, workdir, spec), spec, "fake_main", True)
+    groups = sorted(
+        sorted({r.variant.rpartition("/")[2] for r in unit.runs})
+        for unit in units
+        if isinstance(unit, GroupSpec)
+    )
+    assert all(isinstance(unit, GroupSpec) for unit in units) and len(units) == 4
+    for settings in groups:
+        offsets = {name.rpartition("offset-")[2] for name in settings}
+        clips = {"grad_clip_norm-0.0" in name for name in settings}
+        assert len(offsets) == 1 and len(clips) == 1

@@ -11,6 +11,7 @@ import pytest
 from transformer_jax import defaults
 from transformer_jax.config import TrainConfig
 from transformer_jax.train import optimizer
+from transformer_jax.train.group_fields import GROUP_SCALARS
 
 
 def _train_config(**overrides) -> TrainConfig:
@@ -193,3 +194,64 @@ def test_global_norm_clipping(clip):
     norm = float(optax.tree.norm(grads))
     scale = 1.0 / norm if clip else 1.0
     jax.tree.map(lambda u, g: np.testing.assert_allclose(u, -scale * g, rtol=1e-5), updates, grads)
+
+
+# A run group's member (train/seed_group.py): its GROUP_SCALARS traced, the rest another
+# member's config; it must update as the member's own config of numbers does.
+_MEMBERS = (
+    {"learning_rate": 2e-3, "warmup_steps": 0, "b1": 0.9, "b2": 0.98, "eps": 1e-9},
+    {"learning_rate": 5e-4, "warmup_steps": 3, "b1": 0.8, "b2": 0.95, "eps": 1e-6},
+)
+
+
+@pytest.mark.parametrize("schedule", ["rsqrt", "cosine", "constant"])
+def test_a_schedule_of_traced_scalars_equals_its_members_schedule(schedule):
+    counts = jnp.arange(12)
+    base = _train_config(schedule=schedule, steps=10, warmup_steps=5)
+
+    @jax.jit
+    def traced(learning_rate, warmup_steps):
+        scalars = {"learning_rate": learning_rate, "warmup_steps": warmup_steps}
+        return optimizer.make_schedule(base, 64, scalars)(counts)
+
+    for member in _MEMBERS:
+        own = _train_config(schedule=schedule, steps=10, **member)
+        got = traced(jnp.float32(member["learning_rate"]), jnp.int32(member["warmup_steps"]))
+        # float32 arithmetic where the numbers' schedule uses Python floats: rounding apart.
+        np.testing.assert_allclose(got, optimizer.make_schedule(own, 64)(counts), rtol=1e-6)
+
+
+def test_a_vmapped_optimizer_of_traced_scalars_updates_each_member_as_its_own():
+    """Two adamw members with other rates, warmups, betas, eps, decay and clipping norms, one
+    vmapped update: each member's parameters follow its own optimizer's."""
+    params = {"w": jnp.linspace(-1.0, 1.0, 12).reshape(3, 4), "b": jnp.ones(4)}
+    grads = [jax.tree.map(lambda p, k=k: jnp.sin(p * (k + 2.0)) * 3.0, params) for k in range(4)]
+    members = [
+        {**member, "weight_decay": wd, "grad_clip_norm": clip}
+        for member, wd, clip in zip(_MEMBERS, (0.1, 0.0), (1.0, 0.5), strict=True)
+    ]
+    configs = [_train_config(optimizer="adamw", schedule="cosine", **m) for m in members]
+    scalars = {
+        name: jnp.asarray([m[name] for m in members], jnp.int32 if name == "warmup_steps" else None)
+        for name in GROUP_SCALARS
+    }
+
+    def member_update(scalar, state, grad, p):
+        tx = optimizer.make_optimizer(configs[0], 64, scalar)
+        updates, state = tx.update(grad, state, p)
+        return optax.apply_updates(p, updates), state
+
+    init = jax.vmap(lambda s: optimizer.make_optimizer(configs[0], 64, s).init(params))
+    states, group = init(scalars), jax.tree.map(lambda p: jnp.stack([p, p]), params)
+    step = jax.jit(jax.vmap(member_update, in_axes=(0, 0, None, 0)))
+    for grad in grads:
+        group, states = step(scalars, states, grad, group)
+    for i, config in enumerate(configs):
+        tx, own = optimizer.make_optimizer(config, 64), params
+        state = tx.init(own)
+        for grad in grads:
+            updates, state = tx.update(grad, state, own)
+            own = optax.apply_updates(own, updates)
+        for ours, theirs in zip(jax.tree.leaves(group), jax.tree.leaves(own), strict=True):
+            np.testing.assert_allclose(ours[i], theirs, rtol=1e-6, atol=1e-7)
+        assert float(states.hyperparams["b1"][i]) == pytest.approx(members[i]["b1"])

@@ -4,9 +4,12 @@ Tolerance. `jax.vmap` turns each matmul of the step into a batched one, which XL
 with another blocking, so a seed's loss can differ from its solo run's in the last bit from the
 first step on (measured on the tiny copy model: loss 2.4e-7 apart at step 1). With SGD at a
 constant rate these differences stay at rounding level: over 20 steps every logged metric was
-within 1.6e-7 relative and every parameter within 1.8e-7 absolute of the solo run's. The tests
-train with SGD and allow RTOL on metrics and ATOL on parameters, about ten float32 ulps; a wrong
-data order, dropout key or initialisation moves them by 1e-3 or more. (Adam's first updates are
+within 1.6e-7 relative and every parameter within 1.8e-7 absolute of the solo run's. The group's
+evaluation is vmapped too (train/group_eval.py), which moves the attention-entropy diagnostic
+of the seq2seq model 1.2e-6 relative from the solo run's evaluation of the same parameters. The
+tests train with SGD and allow RTOL on metrics (about twenty float32 ulps) and ATOL on
+parameters (about ten); a wrong data order, dropout key or initialisation moves them by 1e-3 or
+more. (Adam's first updates are
 about lr * sign(gradient), so a gradient entry near zero that flips sign by rounding moves a
 parameter by 2 * lr: with Adam the seeds agree with their solo runs as runs on two machines do,
 not to rounding.)
@@ -40,7 +43,7 @@ from transformer_jax.train.seed_group import (
 )
 from transformer_jax.train.trainer import train_and_evaluate
 
-RTOL = 1e-6  # metrics: see the module docstring
+RTOL = 2.5e-6  # metrics: see the module docstring
 ATOL = 1e-6  # parameters
 SEEDS = (0, 3)
 REPO = Path(__file__).resolve().parents[2]
@@ -181,6 +184,17 @@ def test_a_group_stopped_by_a_signal_resumes_every_seed(tmp_path, monkeypatch):
     uninterrupted group does, bit for bit (the same program)."""
     config = copy_config(tmp_path / "tfds")
     train_seed_group(config, str(tmp_path / "reference"), SEEDS)
+    stopped = stopped_at_step_5(
+        monkeypatch, lambda: train_seed_group(config, str(tmp_path / "group"), SEEDS)
+    )
+    assert [(s.status, s.step) for s in stopped] == [("stopped", 5), ("stopped", 5)]
+    resumed = train_seed_group(config, str(tmp_path / "group"), SEEDS)
+    assert [(s.status, s.step) for s in resumed] == [("finished", 10), ("finished", 10)]
+    assert_same_metrics(tmp_path / "group", tmp_path / "reference")
+
+
+def stopped_at_step_5(monkeypatch, train):
+    """`train()` with a SIGTERM once step 5 is logged (the trainer saves and stops there)."""
     original = MetricsLogger.write
 
     def write(self, step, split, metrics):
@@ -189,12 +203,10 @@ def test_a_group_stopped_by_a_signal_resumes_every_seed(tmp_path, monkeypatch):
             signal.raise_signal(signal.SIGTERM)
 
     monkeypatch.setattr(MetricsLogger, "write", write)
-    stopped = train_seed_group(config, str(tmp_path / "group"), SEEDS)
-    monkeypatch.setattr(MetricsLogger, "write", original)
-    assert [(s.status, s.step) for s in stopped] == [("stopped", 5), ("stopped", 5)]
-    resumed = train_seed_group(config, str(tmp_path / "group"), SEEDS)
-    assert [(s.status, s.step) for s in resumed] == [("finished", 10), ("finished", 10)]
-    assert_same_metrics(tmp_path / "group", tmp_path / "reference")
+    try:
+        return train()
+    finally:
+        monkeypatch.setattr(MetricsLogger, "write", original)
 
 
 class _Killed(BaseException):

@@ -70,15 +70,23 @@ class RunSpec:
 
 @dataclasses.dataclass(frozen=True)
 class GroupSpec:
-    """Runs of one variant trained by one process as a seed group (`main --seeds`, see
-    transformer_jax/train/seed_group.py): `argv` trains all of `runs`."""
+    """Runs trained by one process as one program (transformer_jax/train/seed_group.py): the
+    seeds of one run variant as a seed group (`main --seeds`), or a tuned cell's settings and
+    seeds as a run group (`main --runs`); `argv` trains all of `runs`."""
 
     runs: tuple[RunSpec, ...]
     argv: tuple[str, ...]
 
     @property
+    def kind(self) -> str:
+        return "seed group" if len({r.variant for r in self.runs}) == 1 else "run group"
+
+    @property
     def name(self) -> str:
-        return f"{self.runs[0].variant}/seed_{{{','.join(str(r.seed) for r in self.runs)}}}"
+        if self.kind == "seed group":
+            return f"{self.runs[0].variant}/seed_{{{','.join(str(r.seed) for r in self.runs)}}}"
+        cell = self.runs[0].variant.partition("/")[0]
+        return f"{cell}/{{{len(self.runs)} runs}}"
 
 
 def now() -> str:
@@ -225,7 +233,7 @@ class Launch:
                 if isinstance(spec, GroupSpec):
                     # The command of the run alone stays the last line: it resumes this seed by
                     # itself, and it is what check_commands compares.
-                    f.write(f"# trained in the seed group {spec.name} by:\n")
+                    f.write(f"# trained in the {spec.kind} {spec.name} by:\n")
                     f.write(f"# {self.command_line}\n")
                     f.write(recorded_shell_command(run.argv, cwd, variables) + "\n")
                 else:

@@ -19,7 +19,10 @@ pending seeds of one variant instead train in one process as a seed group,
 
 (transformer_jax/train/seed_group.py), which writes the same run directories; each seed's
 command.txt records the group's command and ends with its own, which resumes it alone and is
-what check_commands compares, and the group's output goes to every seed's run.log.
+what check_commands compares, and the group's output goes to every seed's run.log. With nuisance
+factors, the settings of a cell that differ only in optimizer scalars train together too, as
+one run group in WORKDIR/<variant> (`main --runs=<JSON: setting/seed_<s> -> its seed and
+scalars>`; `launches`).
 
 With confirm_seeds (sweep/nuisance.py) a second stage follows: as soon as a variant's
 selection is complete, its chosen setting trains on the confirmation seeds in
@@ -38,6 +41,7 @@ which reads only the sweep directory (transformer_jax/sweep_dir.py).
 import collections
 import contextlib
 import dataclasses
+import json
 import os
 import shlex
 import signal
@@ -61,6 +65,7 @@ from transformer_jax.sweep.spec import (
     format_override,
     with_nuisance_default,
 )
+from transformer_jax.train.group_fields import GROUP_KEYS
 
 DEFAULT_MAIN = "transformer_jax.main"
 QUICK_ARG = "quick"
@@ -101,15 +106,50 @@ def build_argv(
         seeds = f"--config.seed={seed}"
     else:
         seeds = f"--seeds={','.join(str(s) for s in seed)}"
-    return (
-        python,
-        "-m",
-        main_module,
-        f"--config={config_spec}",
-        f"--workdir={path}",
-        seeds,
-        *overrides,
-    )
+    return _trainer_argv(python, main_module, config_spec, path, seeds, *overrides)
+
+
+def _trainer_argv(python, main_module, config_spec, path, *args) -> tuple[str, ...]:
+    return (python, "-m", main_module, f"--config={config_spec}", f"--workdir={path}", *args)
+
+
+def build_group_argv(
+    sweep: Sweep,
+    runs: Sequence[RunSpec],
+    config_spec: str,
+    main_module: str = DEFAULT_MAIN,
+    python: str = sys.executable,
+) -> tuple[str, ...]:
+    """The trainer command of a run group (`main --runs`): the runs of one cell at several
+    nuisance settings, in the cell's directory. The overrides the runs share are flags; those
+    they differ in (optimizer scalars only: `_group_key`) and each run's seed go in --runs."""
+    overrides = [sweep.overrides_of(r.variant) for r in runs]
+    shared = {k: v for k, v in overrides[0].items() if all(k in o and o[k] == v for o in overrides)}
+    path = os.path.dirname(os.path.dirname(runs[0].path))  # WORKDIR/<variant>
+    members = {
+        os.path.relpath(r.path, path): {
+            "seed": r.seed,
+            **{k: v for k, v in o.items() if k not in shared},
+        }
+        for r, o in zip(runs, overrides, strict=True)
+    }
+    runs_flag = f"--runs={json.dumps(members, separators=(',', ':'))}"
+    flags = (f"--config.{k}={format_override(v)}" for k, v in shared.items())
+    return _trainer_argv(python, main_module, config_spec, path, runs_flag, *flags)
+
+
+def _group_key(sweep: Sweep, run_variant: str) -> tuple:
+    """Runs with the same key train as one group: a run variant's seeds, and with nuisance the
+    settings of one cell whose values differ only in the optimizer scalars one program takes per
+    run (transformer_jax/train/group_fields.py). Confirmation runs group by run variant."""
+    if not sweep.nuisance or is_confirm(run_variant):
+        return (run_variant,)
+    variant, setting = split_run_variant(run_variant)
+    values = sweep.settings[setting]
+    apart = tuple((k, v) for k, v in values.items() if k not in GROUP_KEYS)
+    # Clipping or not is a choice of program: a grid over the norm with 0 makes two groups.
+    clips = values.get("train.grad_clip_norm", 1.0) > 0
+    return (variant, apart, clips)
 
 
 def launches(
@@ -121,22 +161,27 @@ def launches(
     seed_groups: bool,
 ) -> list[RunSpec | launcher.GroupSpec]:
     """What to start for the runs `todo`: with `seed_groups`, the runs of each variant as one
-    seed group (one process, one vmapped program; a variant with one run left runs alone);
-    otherwise every run by itself."""
+    seed group, and with nuisance the runs of each cell (its settings and seeds) as one run
+    group where the settings differ only in optimizer scalars (`_group_key`): one process, one
+    vmapped program; a group with one run left runs alone. Otherwise every run by itself."""
     if not seed_groups:
         return list(todo)
-    by_variant: dict[str, list[RunSpec]] = {}
+    by_key: dict[tuple, list[RunSpec]] = {}
     for spec in todo:
-        by_variant.setdefault(spec.variant, []).append(spec)
+        by_key.setdefault(_group_key(sweep, spec.variant), []).append(spec)
     units: list[RunSpec | launcher.GroupSpec] = []
-    for variant, runs in by_variant.items():
+    for runs in by_key.values():
         if len(runs) == 1:
             units.extend(runs)
-            continue
-        path = os.path.join(workdir, variant)
-        seeds = [r.seed for r in runs]
-        argv = build_argv(sweep, variant, seeds, path, config_spec, main_module)
-        units.append(launcher.GroupSpec(tuple(runs), argv))
+        elif len({r.variant for r in runs}) == 1:
+            variant = runs[0].variant
+            path = os.path.join(workdir, variant)
+            seeds = [r.seed for r in runs]
+            argv = build_argv(sweep, variant, seeds, path, config_spec, main_module)
+            units.append(launcher.GroupSpec(tuple(runs), argv))
+        else:
+            argv = build_group_argv(sweep, runs, config_spec, main_module)
+            units.append(launcher.GroupSpec(tuple(runs), argv))
     return units
 
 

@@ -71,6 +71,9 @@ class EvalContext:
     phases: Phases
     shared: dict = dataclasses.field(default_factory=dict)
     block: dict = dataclasses.field(default_factory=dict)
+    # A group's runs: their shared vmapped evaluation (train/group_eval.py) and this run's lane.
+    group: Any = None
+    lane: int = 0
 
     def splits(self, default) -> tuple[str, ...]:
         """The block's `splits`, or `default` when it names none."""
@@ -194,9 +197,11 @@ def _teacher_forced(context: EvalContext) -> TeacherForced:
     eval_step = functools.partial(
         steps.eval_step, model=prepared.model, diagnostics=prepared.train_cfg.diagnostics
     )
+    eval_sets = {split: prepared.eval_sets[split] for split in context.splits(prepared.eval_sets)}
+    if context.group is not None:  # One vmapped eval step for the group's stacked states.
+        return TeacherForced(context.group.lane_fn("eval_step", eval_step, context.lane), eval_sets)
     eval_fn = context.shared_fn("eval_step", lambda: context.parallel.wrap_eval(jax.jit(eval_step)))
-    splits = context.splits(prepared.eval_sets)
-    return TeacherForced(eval_fn, {split: prepared.eval_sets[split] for split in splits})
+    return TeacherForced(eval_fn, eval_sets)
 
 
 def generates(prepared) -> bool:

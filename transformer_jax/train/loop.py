@@ -36,6 +36,7 @@ import jax
 from transformer_jax import run_dir
 from transformer_jax.train import multihost
 from transformer_jax.train.evaluators import EvalContext, build_evaluators
+from transformer_jax.train.group_eval import GroupEval
 from transformer_jax.train.parallel import make_parallel
 from transformer_jax.train.profile import StepProfiler
 from transformer_jax.train.run_host import RunHost
@@ -80,6 +81,7 @@ def train_runs(
     phases: Phases,
     *,
     raise_divergence: bool = False,
+    resolved: Sequence[dict] | None = None,
 ) -> list[run_dir.RunSummary]:
     """Trains `prepared` (train/trainer.py `prepare`) once per seed in its workdir; returns each
     run's summary, in order: the one written to its summary.json, or a "stopped" one (not
@@ -87,22 +89,35 @@ def train_runs(
     device side. A checkpoint that cannot be saved raises CheckpointSaveError after writing the
     "failed" summary of every run still training (so does another write that fails, with its
     own error when no save failed); with `raise_divergence`, a diverged run raises its
-    NonFiniteError after writing its "diverged" summary (a group trains on without the seed)."""
+    NonFiniteError after writing its "diverged" summary (a group trains on without the seed).
+    `resolved`: each run's config.json when the runs differ in more than the seed (a run group's
+    optimizer scalars); by default `prepared`'s with each run's seed."""
     train_cfg, info = prepared.train_cfg, prepared.info
     parallel = make_parallel(train_cfg)  # Train state on the devices; see train/parallel.py.
     shared = {}  # compiled evaluation functions the runs share
+    # A group evaluates its stacked states vmapped (train/group_eval.py); a solo run its own.
+    group = GroupEval() if len(workdirs) > 1 else None
     runs = []
     for lane, (seed, workdir) in enumerate(zip(seeds, workdirs, strict=True)):
         run = RunHost(
             workdir=Path(workdir).expanduser(),
-            resolved={**prepared.resolved, "seed": seed},
+            resolved=resolved[lane] if resolved else {**prepared.resolved, "seed": seed},
             train_iter=prepared.dataset.train_iterator(seed=seed, batch_size=prepared.batch_size),
             train_cfg=train_cfg,
             phases=phases,
             lane=lane,
             primary=multihost.is_primary(),  # see train/multihost.py
         )
-        context = EvalContext(prepared, parallel, prepared.batch_size, run.workdir, phases, shared)
+        context = EvalContext(
+            prepared,
+            parallel,
+            prepared.batch_size,
+            run.workdir,
+            phases,
+            shared,
+            group=group,
+            lane=lane,
+        )
         run.evaluators = build_evaluators(train_cfg, context)
         runs.append(run)
 
@@ -121,6 +136,8 @@ def train_runs(
                 run.unclaim()
             raise
         program = make_program(parallel, seeds, phases)
+        if group is not None:
+            group.attach(program)
         # The placed states' shardings are the restore targets, so a checkpoint written on any
         # number of devices loads onto this run's devices.
         initial = program.initial_states()
@@ -131,7 +148,7 @@ def train_runs(
         del initial
         program.start(states)
         del states
-        groups = f" x {len(runs)} seeds" if len(runs) > 1 else ""
+        groups = f" x {len(runs)} runs" if len(runs) > 1 else ""
         print(f"{prepared.model_config.family}: {program.num_params:,} parameters{groups}.")
         try:
             for run in runs:

@@ -1,4 +1,4 @@
-"""Seed groups: the seeds of one config trained together, as one program.
+"""Seed groups and run groups: runs of one config trained together, as one program.
 
 `train_seed_group(config, workdir, seeds)` trains `config` once per seed, seed s in
 WORKDIR/seed_<s>/ with the files a solo run (`train_and_evaluate` with config.seed = s) writes
@@ -11,8 +11,9 @@ seeds is what differs between their solo runs: the initial parameters and dropou
 (`PRNGKey(seed)`) and the data order (`train_iterator(seed=seed)`).
 
 Everything on the host is per seed and goes through the solo run's own pieces: logging windows,
-train lines, evaluation (each seed's state through the solo run's compiled eval step, so its
-eval metrics are the solo run's whenever its parameters are), BLEU, checkpoints and summaries.
+train lines, evaluation, BLEU, checkpoints and summaries. The teacher-forced evaluation reads the
+stacked states with one vmapped eval step per batch for every seed (train/group_eval.py);
+decoding (generation accuracy, BLEU) takes each seed's state out of the stack.
 
 Equality with the solo runs: to rounding, not bit for bit. Under vmap each matmul of the step is
 a batched one, which XLA:CPU sums in another order, so a seed's loss can differ from its solo
@@ -36,6 +37,24 @@ Resume: each seed restores its own latest checkpoint and continues from its own 
 of the vmapped step reads its own step count (dropout keys, learning rate), so seeds at different
 steps (a group killed between its seeds' saves, or a seed trained on alone) train on together,
 each as it would alone.
+
+Run groups (`train_run_group(configs, workdirs)`) generalise this to members that differ in seed
+and in the optimizer's and schedule's scalars, `group_fields.GROUP_SCALARS`: train.learning_rate,
+warmup_steps, b1, b2, eps, weight_decay and grad_clip_norm (all members clip, or none does): a
+tuned sweep's learning-rate x warmup x seed grid of one cell trains as one program. The fields
+the members differ in become per-member arrays, vmapped with the states into the step, where
+the optimizer is built from each member's traced values (train/optimizer.py); the fields all
+members share stay constants, so a seed group's program is unchanged. Any other difference
+(dropout rate, model, data, steps, schedule kind, optimizer kind, momentum) is refused: a
+different shape or program. Each member is an ordinary run directory, as a seed group's seeds
+are, with its own config.json; equality with the solo runs is as above (the tolerance of
+tests/train/test_seed_group.py).
+
+Memory: the members' states and activations grow with their number. A run group splits into
+consecutive parts trained one after the other, each its own program: of at most
+`max_group_size` members when given; by default, on a device that reports its memory (GPU,
+TPU), halved until the compiled step of a part fits (train/group_memory.py, one extra compile of
+the step per halving tried); on a CPU, which reports none, the group trains whole.
 """
 
 from collections.abc import Sequence
@@ -46,12 +65,18 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from jax import ShapeDtypeStruct
 from jax.sharding import NamedSharding, PartitionSpec
 
 from transformer_jax import run_dir
+from transformer_jax.config import TrainConfig
+from transformer_jax.data.abstract import abstract_batch, split_lengths
+from transformer_jax.train import group_memory
 from transformer_jax.train import step as steps
+from transformer_jax.train.group_fields import GROUP_KEYS, GROUP_SCALARS
 from transformer_jax.train.loop import train_runs
-from transformer_jax.train.parallel import DATA, FSDP, Parallel
+from transformer_jax.train.optimizer import make_optimizer
+from transformer_jax.train.parallel import DATA, FSDP, Parallel, make_parallel
 from transformer_jax.train.timing import Phases
 from transformer_jax.train.trainer import Prepared, prepare, sample_batch
 
@@ -81,6 +106,50 @@ def check_group_parallelism(train_cfg) -> None:
             )
 
 
+def _flat(tree: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def check_members(configs: Sequence[ml_collections.ConfigDict]) -> tuple[str, ...]:
+    """The `GROUP_SCALARS` the members of a run group differ in (train.* names), in that order;
+    a ValueError naming the first other field that differs, which one program cannot train."""
+    flat = [_flat(config.to_dict()) for config in configs]
+    allowed = {"seed", *GROUP_KEYS}
+    for key in sorted(set().union(*flat)):
+        values = [f.get(key) for f in flat]
+        if key not in allowed and any(v != values[0] for v in values):
+            raise ValueError(
+                f"the runs of a group differ in {key} ({sorted(set(map(repr, values)))}); "
+                f"they may differ only in seed and train.{{{', '.join(GROUP_SCALARS)}}}: "
+                "train them in groups of their own"
+            )
+    clips = {f["train.grad_clip_norm"] > 0 for f in flat}
+    if len(clips) > 1:
+        raise ValueError(
+            "the runs of a group differ in whether train.grad_clip_norm > 0 "
+            f"({sorted({f['train.grad_clip_norm'] for f in flat})}); all clip or none does"
+        )
+    return tuple(name for name in GROUP_SCALARS if len({f[f"train.{name}"] for f in flat}) > 1)
+
+
+def member_scalars(train_cfgs: Sequence[TrainConfig], names: Sequence[str]) -> dict:
+    """name -> each member's value of it, one array with a leading member axis (the step's
+    per-member scalars: warmup steps as int32, the others float32)."""
+    return {
+        name: np.asarray(
+            [getattr(t, name) for t in train_cfgs],
+            np.int32 if name == "warmup_steps" else np.float32,
+        )
+        for name in names
+    }
+
+
 def stack(trees: Sequence[Any]) -> Any:
     """Pytrees of equal structure -> one pytree with a leading axis over them."""
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
@@ -106,9 +175,10 @@ def group_state_sharding(num_seeds: int, mesh) -> NamedSharding:
 
 
 def compile_group_train(train_step, mesh, num_seeds: int):
-    """`jax.vmap(train_step)` over a leading seed axis of the state and the batch, jitted for
-    `mesh` with the state donated. With `shards_seeds`, the state, batches and metrics are split
-    along the seed axis: each device runs whole seeds, with no collective between them.
+    """`jax.vmap(train_step)` over a leading seed axis of the state, the batch and the members'
+    scalars (`train_step(state, batch, scalars)`), jitted for `mesh` with the state donated.
+    With `shards_seeds`, the state, batches, scalars and metrics are split along the seed axis:
+    each device runs whole seeds, with no collective between them.
     Otherwise the stacked state is replicated and each seed's batch rows are split over the
     devices as in a solo run (XLA sums each seed's gradients over them)."""
     seed_sharding = group_state_sharding(num_seeds, mesh)  # the metrics' too
@@ -117,34 +187,87 @@ def compile_group_train(train_step, mesh, num_seeds: int):
         batch_sharding = NamedSharding(mesh, PartitionSpec(None, (DATA, FSDP)))
     return jax.jit(
         jax.vmap(train_step),
-        in_shardings=(seed_sharding, batch_sharding),
+        in_shardings=(seed_sharding, batch_sharding, seed_sharding),
         out_shardings=(seed_sharding, seed_sharding),
         donate_argnums=0,
     )
 
 
-class GroupProgram:
-    """The seeds' train states stacked on a leading seed axis and stepped by one vmapped train
-    step (`compile_group_train`); the loop's Program (train/loop.py) for a seed group, seed i in
-    lane i."""
+def group_train_step(prepared: Prepared, step_devices: int):
+    """(state, batch, scalars) -> the train step of a member whose `scalars` (name -> traced
+    value; `member_scalars`) replace those of `prepared`'s train config."""
+    model, train_cfg = prepared.model, prepared.train_cfg
+    d_model = prepared.model_config.d_model
 
-    def __init__(self, prepared: Prepared, parallel: Parallel, seeds: Sequence[int], phases):
-        model, optimizer, train_cfg = prepared.model, prepared.optimizer, prepared.train_cfg
+    def train_step(state, batch, scalars):
+        optimizer = make_optimizer(train_cfg, d_model, scalars)
+        return steps.make_train_step(model, optimizer, train_cfg, step_devices)(state, batch)
+
+    return train_step
+
+
+def _group_init(prepared: Prepared):
+    """(rng, a member's scalars) -> its initial TrainState: one program for every member."""
+    d_model = prepared.model_config.d_model
+    return steps.make_init(
+        prepared.model,
+        lambda values: make_optimizer(prepared.train_cfg, d_model, values),
+        sample_batch(prepared),
+    )
+
+
+def group_step_bytes(prepared: Prepared, scalars: dict, size: int) -> int:
+    """Peak bytes of the compiled step of `size` members of the group whose `member_scalars`
+    are `scalars` (train/group_memory.py), compiled from shapes alone."""
+    parallel = make_parallel(prepared.train_cfg)
+    one = {name: values[0] for name, values in scalars.items()}
+    state = jax.eval_shape(_group_init(prepared), jax.random.PRNGKey(0), one)
+    lengths = split_lengths(prepared.info, "train")
+    batch = abstract_batch(prepared.info, prepared.resolved["data"], prepared.batch_size, lengths)
+
+    def stacked(tree):
+        return jax.tree.map(lambda x: ShapeDtypeStruct((size, *x.shape), x.dtype), tree)
+
+    step_devices = 1 if shards_seeds(size, parallel.mesh) else parallel.num_devices
+    train = compile_group_train(group_train_step(prepared, step_devices), parallel.mesh, size)
+    lowered = train.lower(stacked(state), stacked(batch), stacked(one))
+    return group_memory.compiled_bytes(lowered.compile())
+
+
+class GroupProgram:
+    """The members' train states stacked on a leading axis and stepped by one vmapped train
+    step (`compile_group_train`); the loop's Program (train/loop.py) for a seed or run group,
+    member i in lane i. `scalars`: `member_scalars` of the fields the members differ in."""
+
+    def __init__(
+        self,
+        prepared: Prepared,
+        parallel: Parallel,
+        seeds: Sequence[int],
+        phases,
+        scalars: dict | None = None,
+    ):
+        scalars = scalars or {}
         self._parallel = parallel
         with phases("init"):
-            init = steps.make_init(model, optimizer, sample_batch(prepared))
-            self._initial = [parallel.place_state(init(jax.random.PRNGKey(s))) for s in seeds]
+            init = _group_init(prepared)
+            self._initial = [
+                parallel.place_state(
+                    init(jax.random.PRNGKey(s), {k: v[i] for k, v in scalars.items()})
+                )
+                for i, s in enumerate(seeds)
+            ]
         self.num_params = steps.count_params(self._initial[0].params)
         # A seed trained on devices of its own sees its whole batch on one device, as a solo run
         # on one device does: the same dropout bits (train.threefry="auto" picks by device count).
         step_devices = 1 if shards_seeds(len(seeds), parallel.mesh) else parallel.num_devices
         self._train_fn = compile_group_train(
-            steps.make_train_step(model, optimizer, train_cfg, step_devices),
-            parallel.mesh,
-            len(seeds),
+            group_train_step(prepared, step_devices), parallel.mesh, len(seeds)
         )
         self._sharding = group_state_sharding(len(seeds), parallel.mesh)
+        self._scalars = jax.device_put(scalars, self._sharding)
         self._states = None
+        self.version = 0  # steps dispatched: the stacked states change with each (group_eval)
 
     def initial_states(self) -> list:
         initial, self._initial = self._initial, None
@@ -155,8 +278,14 @@ class GroupProgram:
 
     def step(self, batches: Sequence):
         batch = {name: np.stack([b[name] for b in batches]) for name in batches[0]}
-        self._states, metrics = self._train_fn(self._states, batch)
+        self._states, metrics = self._train_fn(self._states, batch, self._scalars)
+        self.version += 1
         return metrics
+
+    @property
+    def stacked_states(self):
+        """Every member's train state, stacked (train/group_eval.py evaluates them at once)."""
+        return self._states
 
     def lane(self, metrics, i: int) -> dict:
         return {name: value[i] for name, value in metrics.items()}
@@ -184,12 +313,75 @@ def train_seed_group(
     """
     seeds = check_seeds(seeds)
     run_dir.check_layout(Path(workdir).expanduser(), group=True)
-    phases = Phases()  # The group's wall time; see train/timing.py.
-    prepared = prepare(config, phases)
-    check_group_parallelism(prepared.train_cfg)
+    configs = []
+    for seed in seeds:
+        member = config.copy_and_resolve_references()
+        member.seed = seed
+        configs.append(member)
     workdirs = [Path(run_dir.seed_dir(Path(workdir).expanduser(), seed)) for seed in seeds]
+    return _train_members(configs, workdirs, max_group_size=None)
 
-    def make_program(parallel, seeds, phases):
-        return GroupProgram(prepared, parallel, seeds, phases)
 
-    return train_runs(prepared, seeds, workdirs, make_program, phases)
+def train_run_group(
+    configs: Sequence[ml_collections.ConfigDict],
+    workdirs: Sequence[str],
+    *,
+    max_group_size: int | None = None,
+) -> list[run_dir.RunSummary]:
+    """Trains each of `configs` in its workdir, as one vmapped program (or, split by memory or
+    `max_group_size`, a few: see the module docstring). The configs may differ only in seed and
+    in `group_fields.GROUP_SCALARS` (`check_members`); each workdir is an ordinary run directory.
+
+    Returns the members' summaries in order, as `train_seed_group` does; when a signal stops one
+    part of a split group, the parts after it are not started and have no summary."""
+    configs, workdirs = list(configs), [Path(w).expanduser() for w in workdirs]
+    if not configs or len(configs) != len(workdirs) or len(set(workdirs)) != len(workdirs):
+        raise ValueError(
+            f"a run group needs one distinct run directory per config; got {len(configs)} "
+            f"configs and the directories {[str(w) for w in workdirs]}"
+        )
+    if max_group_size is not None and (isinstance(max_group_size, bool) or max_group_size < 1):
+        raise ValueError(f"max_group_size={max_group_size!r} is invalid; expected an int >= 1")
+    for config in configs:
+        if not isinstance(config.seed, int) or isinstance(config.seed, bool) or config.seed < 0:
+            raise ValueError(f"seed={config.seed!r} is invalid; expected an int >= 0")
+    for workdir in workdirs:
+        run_dir.check_layout(workdir, group=False)
+    return _train_members(configs, workdirs, max_group_size=max_group_size)
+
+
+def _train_members(configs, workdirs, *, max_group_size):
+    """`train_run_group` after its directories are checked."""
+    names = check_members(configs)
+    phases = Phases()  # The group's wall time; see train/timing.py.
+    prepared = prepare(configs[0], phases)
+    check_group_parallelism(prepared.train_cfg)
+    train_cfgs = [TrainConfig.from_dict(config.train.to_dict()) for config in configs]
+    resolved = [
+        {**prepared.resolved, "seed": config.seed, "train": train_cfg.to_dict()}
+        for config, train_cfg in zip(configs, train_cfgs, strict=True)
+    ]
+    seeds = [config.seed for config in configs]
+    size = max_group_size
+    if size is None:
+        scalars = member_scalars(train_cfgs, names)
+        size = group_memory.fitting_size(
+            len(configs),
+            lambda n: group_step_bytes(prepared, scalars, n),
+            group_memory.device_memory_limit(),
+        )
+    summaries = []
+    for start in range(0, len(configs), size):
+        part = slice(start, start + size)
+        scalars = member_scalars(train_cfgs[part], names)
+
+        def make_program(parallel, seeds, phases, scalars=scalars):
+            return GroupProgram(prepared, parallel, seeds, phases, scalars)
+
+        done = train_runs(
+            prepared, seeds[part], workdirs[part], make_program, phases, resolved=resolved[part]
+        )
+        summaries += done
+        if any(summary.status == "stopped" for summary in done):
+            break
+    return summaries

@@ -263,19 +263,22 @@ def make_init(model, optimizer, batch):
 
     Compiling the initializers' random number generation costs seconds on XLA:CPU (more than the
     train step of a small model), so the seeds of a group share this program instead of
-    compiling one each; the optimizer state is built inside it rather than op by op."""
+    compiling one each; the optimizer state is built inside it rather than op by op. A run
+    group whose members differ in optimizer scalars passes `optimizer` as a function of a
+    member's scalars (train/seed_group.py) and calls `init(rng, scalars)`: one program still."""
     args, kwargs = family_of(model.config).inputs(batch)
 
     @jax.jit
-    def init(rng):
+    def init(rng, scalars=None):
         init_rng, state_rng = jax.random.split(rng)
         variables = model.init(init_rng, *args, train=False, **kwargs)
         params = variables["params"]
+        transformation = optimizer if scalars is None else optimizer(scalars)
         return TrainState(
             step=jnp.int32(0),
             params=params,
             batch_stats=variables.get("batch_stats", {}),
-            opt_state=optimizer.init(params),
+            opt_state=transformation.init(params),
             rng=state_rng,
         )
 
