@@ -71,10 +71,12 @@ def group_step(num_seeds=2):
     ]
     reversed_batch = jax.tree.map(lambda x: x[::-1], batch)
     mesh = par.make_mesh(1)
-    train_fn = compile_group_train(step, mesh, num_seeds)
+    # The members share every optimizer scalar here: their traced scalars are empty.
+    train_fn = compile_group_train(lambda state, batch, _: step(state, batch), mesh, num_seeds)
     new_state, metrics = train_fn(
         stack([others[0], state, *others[1:]]),
         stack([reversed_batch, batch, *[reversed_batch] * (num_seeds - 2)]),
+        {},
     )
     spec = jax.tree.leaves(new_state.params)[0].sharding.spec
     axes = [list(a) if isinstance(a, tuple) else a for a in spec]  # JSON: [["data", "fsdp"]]
