@@ -13,7 +13,13 @@ from transformer_jax.aot import fit as fit_module
 from transformer_jax.aot import report
 from transformer_jax.aot.chips import TPU_CHIPS
 from transformer_jax.aot.estimate import model_flops_per_token, roofline
-from transformer_jax.aot.programs import Program, attention_path, compile_programs, plan_run
+from transformer_jax.aot.programs import (
+    Program,
+    attention_path,
+    compile_group,
+    compile_programs,
+    plan_run,
+)
 from transformer_jax.aot.report import check_fits, needed_bytes
 from transformer_jax.aot.topology import get_topology, parse
 from transformer_jax.train import evaluators
@@ -82,6 +88,19 @@ def test_splash_attention_compiles_for_one_chip():
     assert splash.pallas_kernels > 0 and attention_path(plan, splash) == "splash"
     _, jax_path = train_program("v5e:1x1")
     assert jax_path.pallas_kernels == 0 and splash.flops < jax_path.flops
+
+
+def test_a_run_group_compiles_as_its_members_steps_stacked():
+    """Two members as one vmapped program: twice one member's FLOPs and state, twice its
+    tokens; the comparison line states the roofline of both ways."""
+    plan, one = train_program("v5e:1x1")
+    group = compile_group(plan, 2)
+    assert group.compiled, group.error
+    assert group.tokens == 2 * one.tokens
+    assert group.flops == pytest.approx(2 * one.flops, rel=0.05)
+    assert group.memory["arguments"] == pytest.approx(2 * one.memory["arguments"], rel=0.05)
+    line = report.group_line(plan, one, group)
+    assert line.startswith("run group of 2: roofline ") and "ratio" in line
 
 
 @SLICE

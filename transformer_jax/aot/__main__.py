@@ -14,6 +14,8 @@ FLOPs and bytes accessed (for the train step also an analytic HBM-traffic count,
 transformer_jax/aot/traffic.py), and the roofline step time, tokens/s and MFU bound on the
 chip's published figures (transformer_jax/aot/chips.py): estimates, a range where the two
 traffic figures differ. `--fit` finds the largest global batch whose train step fits.
+`--group=N` also compiles a run group of N members (train/seed_group.py: a tuned cell's rates
+and seeds as one vmapped program) and compares its roofline step with N of one member's.
 `--topology=local` compiles for this machine's own devices instead (a CPU's figures are
 measured); `--sweep` takes a sweep file's baseline run as the config.
 A benchmark config (benchmarks/speed_configs.py) is compiled on rows of its sequence length.
@@ -26,7 +28,7 @@ from ml_collections import config_flags
 
 from transformer_jax.aot import report
 from transformer_jax.aot.fit import fit_batch
-from transformer_jax.aot.programs import compile_programs, plan_run
+from transformer_jax.aot.programs import compile_group, compile_programs, plan_run
 from transformer_jax.aot.topology import get_topology
 from transformer_jax.commands import one_line_errors, parse_flags
 
@@ -36,6 +38,9 @@ _TOPOLOGY = flags.DEFINE_string("topology", "v5e:1x1", "TPU slice: v5e:1x1, v5e:
 _FIT = flags.DEFINE_bool("fit", False, "Also find the largest global batch that fits.")
 _FIT_COMPILES = flags.DEFINE_integer("fit_compiles", 10, "Most train-step compiles --fit makes.")
 _DECODE = flags.DEFINE_bool("decode", True, "Also compile the evaluators' decoding programs.")
+_GROUP = flags.DEFINE_integer(
+    "group", 0, "Also compile a run group of this many members (a tuned cell as one program)."
+)
 
 
 @one_line_errors("aot")
@@ -56,6 +61,12 @@ def main(argv):
         print(line)
     for program in programs:
         print(report.program_line(target, program))
+    if _GROUP.value:
+        if _GROUP.value < 2:
+            raise ValueError(f"--group={_GROUP.value} is invalid; expected 2 or more members")
+        group = compile_group(target, _GROUP.value)
+        print(report.program_line(target, group))
+        print(report.group_line(target, programs[0], group))
     if _FIT.value:
         found = fit_batch(target, _FIT_COMPILES.value, known=programs[0])
         print(report.fit_line(target, found))

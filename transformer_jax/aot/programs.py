@@ -24,7 +24,7 @@ from transformer_jax.aot.topology import Topology
 from transformer_jax.aot.traffic import Traffic, train_step_traffic, tree_bytes
 from transformer_jax.data.abstract import abstract_batch, split_lengths, zeros_like
 from transformer_jax.models import build_model
-from transformer_jax.train import evaluators
+from transformer_jax.train import evaluators, seed_group
 from transformer_jax.train import step as steps
 from transformer_jax.train.parallel import (
     Parallel,
@@ -307,6 +307,32 @@ def compile_train_counted(target: Target, state=None) -> Program:
     counted = compile_train(equivalent)
     if not counted.compiled:
         return dataclasses.replace(program, flops=0.0, bytes_accessed=0.0)
+    k = target.prepared.train_cfg.grad_accum_steps
+    return dataclasses.replace(
+        program, flops=k * counted.flops, bytes_accessed=k * counted.bytes_accessed
+    )
+
+
+def compile_group(target: Target, size: int) -> Program:
+    """The train step of a run group of `size` members (train/seed_group.py) differing in
+    learning rate and warmup, as a tuned sweep's cell trains its grid: one vmapped program over
+    the stacked states, compiled for the slice; its counts from the unrolled equivalent where
+    the step loops (`unrolled`), as the solo step's are."""
+    seed_group.check_group_parallelism(target.prepared.train_cfg)
+    scalars = {
+        "learning_rate": np.full(size, target.prepared.train_cfg.learning_rate, np.float32),
+        "warmup_steps": np.full(size, target.prepared.train_cfg.warmup_steps, np.int32),
+    }
+
+    def build(t: Target):
+        return seed_group.lower_group_train(t.prepared, scalars, size, t.parallel)
+
+    tokens = size * tokens_per_call(target, "train")
+    program = compile_one(f"train, run group of {size}", lambda: build(target), tokens)
+    equivalent = unrolled(target)
+    if equivalent is None or not program.compiled:
+        return program
+    counted = compile_one(program.name, lambda: build(equivalent), tokens)
     k = target.prepared.train_cfg.grad_accum_steps
     return dataclasses.replace(
         program, flops=k * counted.flops, bytes_accessed=k * counted.bytes_accessed

@@ -153,6 +153,22 @@ def program_line(target: Target, program: Program) -> str:
     )
 
 
+def group_line(target: Target, one: Program, group: Program) -> str:
+    """A run group's roofline step against its members' solo steps run one after the other
+    (XLA's bytes for both: the analytic count has no group form)."""
+    size = group.tokens // one.tokens
+    if not (one.compiled and group.compiled and one.flops and group.flops):
+        return f"run group of {size}: no comparison (a step without counts or not compiled)"
+    together, alone = estimate(target, group).seconds, estimate(target, one).seconds
+    return (
+        f"run group of {size}: roofline {together * 1e3:,.2f} ms per step against "
+        f"{size} x {alone * 1e3:,.3f} = {size * alone * 1e3:,.2f} ms for its members one after "
+        f"another (ratio {size * alone / together:.2f}); HBM {gib(group.total_bytes)} against "
+        f"{gib(one.total_bytes)} GiB for one. The roofline leaves out per-step launch and host "
+        "costs, which a group pays once for all members"
+    )
+
+
 def check_fits(target: Target, train: Program) -> None:
     """Raises the one-line ValueError of a train step that does not fit one chip's memory."""
     needed = needed_bytes(train)

@@ -70,7 +70,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from transformer_jax import run_dir
 from transformer_jax.config import TrainConfig
-from transformer_jax.data.abstract import abstract_batch, split_lengths
+from transformer_jax.data.abstract import abstract_batch, split_lengths, zeros_like
 from transformer_jax.train import group_memory
 from transformer_jax.train import step as steps
 from transformer_jax.train.group_fields import GROUP_KEYS, GROUP_SCALARS
@@ -206,32 +206,42 @@ def group_train_step(prepared: Prepared, step_devices: int):
     return train_step
 
 
-def _group_init(prepared: Prepared):
-    """(rng, a member's scalars) -> its initial TrainState: one program for every member."""
+def _group_init(prepared: Prepared, batch=None):
+    """(rng, a member's scalars) -> its initial TrainState: one program for every member;
+    shaped by `batch`, or by an evaluation batch read from the data."""
     d_model = prepared.model_config.d_model
     return steps.make_init(
         prepared.model,
         lambda values: make_optimizer(prepared.train_cfg, d_model, values),
-        sample_batch(prepared),
+        sample_batch(prepared) if batch is None else batch,
     )
 
 
 def group_step_bytes(prepared: Prepared, scalars: dict, size: int) -> int:
     """Peak bytes of the compiled step of `size` members of the group whose `member_scalars`
     are `scalars` (train/group_memory.py), compiled from shapes alone."""
-    parallel = make_parallel(prepared.train_cfg)
+    lowered = lower_group_train(prepared, scalars, size, make_parallel(prepared.train_cfg))
+    return group_memory.compiled_bytes(lowered.compile())
+
+
+def lower_group_train(prepared: Prepared, scalars: dict, size: int, parallel: Parallel):
+    """The group's vmapped train step for `size` members, lowered from shapes alone on
+    `parallel`'s mesh (this machine's devices, or a TPU slice's for transformer_jax.aot)."""
     one = {name: values[0] for name, values in scalars.items()}
-    state = jax.eval_shape(_group_init(prepared), jax.random.PRNGKey(0), one)
     lengths = split_lengths(prepared.info, "train")
-    batch = abstract_batch(prepared.info, prepared.resolved["data"], prepared.batch_size, lengths)
+    data = prepared.resolved["data"]
+    # One row of zeros shapes the parameters: a prepared run compiled for a TPU slice has
+    # no data to read.
+    init = _group_init(prepared, zeros_like(abstract_batch(prepared.info, data, 1, lengths)))
+    state = jax.eval_shape(init, jax.random.PRNGKey(0), one)
+    batch = abstract_batch(prepared.info, data, prepared.batch_size, lengths)
 
     def stacked(tree):
         return jax.tree.map(lambda x: ShapeDtypeStruct((size, *x.shape), x.dtype), tree)
 
     step_devices = 1 if shards_seeds(size, parallel.mesh) else parallel.num_devices
     train = compile_group_train(group_train_step(prepared, step_devices), parallel.mesh, size)
-    lowered = train.lower(stacked(state), stacked(batch), stacked(one))
-    return group_memory.compiled_bytes(lowered.compile())
+    return train.lower(stacked(state), stacked(batch), stacked(one))
 
 
 class GroupProgram:
