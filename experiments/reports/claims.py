@@ -251,6 +251,30 @@ def _claims() -> tuple[Claim, ...]:
             "1 head of d_k 64 − 4 of d_k 16",
         ),
     ]
+    norm = "charlm_normalization"
+    for depth in ("", "_6_layers"):
+        layers = "6 layers" if depth else "2 layers"
+        rows += [
+            (
+                norms,
+                norm,
+                LOSS,
+                f"pre_{v}{depth}",
+                f"pre_layernorm{depth}",
+                f"{n} − LayerNorm, {layers}",
+            )
+            for v, n in (("rmsnorm", "RMSNorm"), ("dyt", "DyT"), ("none", "no norm"))
+        ]
+        rows.append(
+            (
+                residual,
+                norm,
+                LOSS,
+                f"pre_layernorm_no_residual{depth}",
+                f"pre_layernorm{depth}",
+                f"no residual − residual, {layers}",
+            )
+        )
     claims = [Claim(*row) for row in rows]
     for cell in (
         "post_layernorm",
@@ -263,6 +287,9 @@ def _claims() -> tuple[Claim, ...]:
             claims.append(
                 Claim(warmup, "normalization_tuned", metric, cell, cell, label, warmup=50)
             )
+        # On characters every cell took the longest warmup of its grid, so the row reads 100.
+        label = f"best without − best with warmup, {cell.replace('_', ' ')}, characters"
+        claims.append(Claim(warmup, norm, LOSS, cell, cell, label, warmup=100))
     return tuple(claims)
 
 
@@ -312,11 +339,14 @@ def _chosen(sweep_dir: Path) -> dict[str, str]:
 
 
 def _best_setting(records, cell: str, warmup_steps: int) -> str:
-    """The setting with the lowest mean validation loss among the cell's at this warmup."""
+    """The setting with the lowest mean validation loss among the cell's selection runs at this
+    warmup (confirmation runs, "<cell>/confirm/<setting>", never take part in a choice)."""
     means: dict[str, list[float]] = {}
     for r in records:
         variant, _, setting = r.variant.partition("/")
-        if variant != cell or not setting.endswith(f"_warmup_steps-{warmup_steps}"):
+        if variant != cell or setting.startswith("confirm/"):
+            continue
+        if not setting.endswith(f"_warmup_steps-{warmup_steps}"):
             continue
         loss = r.metric("validation/loss")
         if r.status == "finished" and loss is not None and math.isfinite(loss):
@@ -357,6 +387,11 @@ def evaluate(results: Path, claims: Sequence[Claim] = CLAIMS) -> list[Verdict]:
         b = _by_seed(records, baseline, claim.metric)
         if len(a) < 2 or len(b) < 2:
             raise ValueError(f"{claim.sweep}: {variant} or {baseline} has no {claim.metric} runs")
+        if len(set(a) & set(b)) < 2:
+            raise ValueError(
+                f"{claim.sweep}: {variant} (seeds {sorted(a)}) and {baseline} (seeds "
+                f"{sorted(b)}) share fewer than 2 seeds: a paired Δ needs the same seeds"
+            )
         verdicts.append(
             Verdict(
                 claim,

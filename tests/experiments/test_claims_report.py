@@ -118,3 +118,29 @@ def test_missing_cells_name_the_sweep_and_cells(tmp_path):
     with pytest.raises(ValueError, match="s: a or b has no test/seq_accuracy"):
         claims.evaluate(tmp_path, [claims.Claim("row", "s", claims.SEQ, "a", "b", "a − b")])
     assert math.isnan(stats.holm([math.nan])[0])
+
+
+def test_a_warmup_claim_chooses_among_the_selection_runs_only(tmp_path):
+    """Confirmation runs ("<cell>/confirm/<setting>", fresh seeds) never take part in the
+    choice of each warmup's best setting, even with a lower validation loss."""
+    path = tmp_path / "s"
+    path.mkdir()
+    metrics = ["validation/loss", claims.LOSS]
+    cells = {  # variant -> (seeds, validation loss, test loss)
+        "c/learning_rate-0.01_warmup_steps-0": ((0, 1, 2), 2.0, [2.0, 2.1, 2.2]),
+        "c/learning_rate-0.01_warmup_steps-100": ((0, 1, 2), 1.9, [1.9, 1.9, 2.0]),
+        "c/learning_rate-0.02_warmup_steps-100": ((0, 1, 2), 1.95, [1.0, 1.0, 1.0]),
+        "c/confirm/learning_rate-0.01_warmup_steps-100": ((10, 11, 12), 1.5, [1.5, 1.6, 1.7]),
+    }
+    with open(path / "runs.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow([*RUNS_CSV_LEADING, *metrics, *RUNS_CSV_TRAILING])
+        for variant, (seeds, validation, tests) in cells.items():
+            for seed, test in zip(seeds, tests, strict=True):
+                writer.writerow(
+                    [variant, seed, "finished", 100, validation, test, 1, 1.0, 1.0, "c", ""]
+                )
+    claim = claims.Claim("row", "s", claims.LOSS, "c", "c", "without − with", warmup=100)
+    (v,) = claims.evaluate(tmp_path, [claim])
+    assert v.variant_mean == pytest.approx(2.1) and v.baseline_mean == pytest.approx(1.9 + 0.1 / 3)
+    assert v.ci95.n == 3

@@ -164,7 +164,9 @@ class AlgorithmicSeq2seq(_OfflineBuilder, skip_registration=True):
 class TextFileConfig(tfds.core.BuilderConfig):
     """A local UTF-8 text file, identified by the SHA-256 of its bytes."""
 
-    path: str = ""
+    # TFDS logs the config's repr in every run's stderr; the file's location is this machine's,
+    # and the name and sha256 already identify the text.
+    path: str = dataclasses.field(default="", repr=False)
     sha256: str = ""
     validation_fraction: float = 0.1
     test_fraction: float = 0.0
