@@ -48,11 +48,12 @@ later ones ~8 s. A run to the 8,000-step cap: ~220 + 8,000 x 0.3 + 16 x 8 + 190 
 run-hours (the first pass's runs stopped at 4,000-8,000 steps). All 4 variants x 3 seeds: ~9
 run-hours; batch_eval and sequence_eval alone (`--variants=batch_eval,sequence_eval`), with the
 plain reading of their checkpoints by reread_positions (--eval_positions=plain, a few minutes
-each), ~5 run-hours. The command:
+each), ~5 run-hours. Each run trains alone (--seed_groups=false): one length per batch gives the
+seeds' batches of a step different widths, which a seed group cannot stack. The command:
 
   python -m transformer_jax.sweep --sweep=experiments/length_generalization_ruoss.py \\
       --workdir=results/length_generalization_ruoss_batches --parallel=2 \\
-      --variants=batch_eval,sequence_eval
+      --variants=batch_eval,sequence_eval --seed_groups=false
   for run in results/length_generalization_ruoss_batches/*_eval/seed_*; do
       python -m transformer_jax.analysis.reread_positions --workdir=$run --eval_positions=plain
   done

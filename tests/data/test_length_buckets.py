@@ -152,6 +152,9 @@ def test_one_length_per_batch_spreads_each_rows_random_positions_over_the_range(
     range: the last of n sorted uniform draws from L slots has mean L - 1 - (L - n) / (n + 1)."""
     config = small_config("reverse", tmp_path, layout="prompt", bucket_by_length="each")
     dataset = load_dataset(config)
+    assert dataset.info.train_lengths_vary  # a seed group refuses it (train/seed_group.py)
+    unbucketed = small_config("reverse", tmp_path, layout="prompt")
+    assert not load_dataset(unbucketed).info.train_lengths_vary
     batches = list(itertools.islice(dataset.train_iterator(seed=0, batch_size=8), 40))
     table = 64
     by_width = {}

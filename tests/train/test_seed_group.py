@@ -283,6 +283,16 @@ def test_layouts_that_do_not_replicate_the_state_are_refused(field, value):
         check_group_parallelism(TrainConfig(**{field: value}))
 
 
+def test_batches_padded_to_their_own_lengths_are_refused_before_training(tmp_path):
+    """Length buckets give each seed's batch of a step its own width: the group says so in one
+    line instead of failing to stack them."""
+    config = tiny_config(tmp_path / "tfds")
+    config.data.bucket_by_length = "each"
+    with pytest.raises(ValueError, match=r"data.bucket_by_length.*--seed_groups=false"):
+        train_seed_group(config, str(tmp_path / "group"), SEEDS)
+    assert not (tmp_path / "group" / f"seed_{SEEDS[0]}" / "checkpoints").exists()
+
+
 @pytest.mark.slow
 def test_a_seed_of_a_group_resumes_on_its_own(tmp_path):
     """A seed directory is an ordinary run: trained on alone it resumes from the group's last

@@ -189,6 +189,7 @@ class AlgorithmicData:
             eval_splits=eval_splits,
             tokenizer=tokenizer,
             split_lengths=split_lengths,
+            train_lengths_vary=self._bucketed,
         )
 
     def _rows(self, examples: Sequence[dict[str, Any]], split: str) -> list:

@@ -49,6 +49,9 @@ class DatasetInfo:
       num_classes: number of labels for classification, else 0.
       image_shape: (height, width, channels) of the "inputs" images of an image classification
         dataset (after any resizing), else None.
+      train_lengths_vary: whether training batches are padded to their own lengths (length
+        buckets), so that two seeds' batches of one step may differ in shape: a seed or run
+        group, which stacks them, cannot train it.
     """
 
     name: str
@@ -61,6 +64,7 @@ class DatasetInfo:
     num_classes: int = 0
     image_shape: tuple[int, int, int] | None = None
     split_lengths: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    train_lengths_vary: bool = False
 
     def padded_lengths(self, split: str) -> tuple[int, int]:
         """(inputs, targets) padded lengths of the batches of `split`."""

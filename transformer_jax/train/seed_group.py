@@ -366,6 +366,12 @@ def _train_members(configs, workdirs, *, max_group_size):
     phases = Phases()  # The group's wall time; see train/timing.py.
     prepared = prepare(configs[0], phases)
     check_group_parallelism(prepared.train_cfg)
+    if prepared.info.train_lengths_vary:
+        raise ValueError(
+            f"data.name={prepared.info.name!r} pads each training batch to its own length here "
+            "(data.bucket_by_length), so the members' batches of one step differ in shape and "
+            "cannot be stacked: train them separately (a sweep: --seed_groups=false)"
+        )
     train_cfgs = [TrainConfig.from_dict(config.train.to_dict()) for config in configs]
     resolved = [
         {**prepared.resolved, "seed": config.seed, "train": train_cfg.to_dict()}
