@@ -244,6 +244,23 @@ def test_loop_cost_runs_the_trainer_beside_pytorch_at_a_tiny_size(tmp_path):
         assert line in done.stdout, done.stdout
 
 
+def test_torch_attention_kernels_times_two_kernels_of_one_function():
+    """Both of PyTorch's kernels compute the same causal attention (the benchmark prints their
+    difference), and each round prints one line of times."""
+    import subprocess
+    from pathlib import Path
+
+    import_torch()
+    repo = Path(__file__).resolve().parents[1]
+    command = [sys.executable, "-m", "benchmarks.torch_attention_kernels", "--rounds=2"]
+    command += ["--batch=2", "--heads=2", "--length=16", "--head_dim=8"]
+    done = subprocess.run(command, cwd=repo, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    difference = float(done.stdout.split("max |fused - math| output: ")[1].split()[0])
+    assert difference < 1e-5
+    assert done.stdout.count(" ms (one layer, forward and backward)") == 2
+
+
 def test_loop_share_is_the_part_of_a_step_the_bare_step_leaves():
     from benchmarks.timing import loop_share  # flag-free: loop_cost's flags clash with others'
 
