@@ -23,7 +23,7 @@ _ROUNDS = flags.DEFINE_integer("rounds", 2, "Rounds of (fused, math).")
 _THREADS = flags.DEFINE_integer("threads", 2, "torch.set_num_threads.")
 
 
-def _median_ms(torch, attention, backend, q, k, v, calls=30, warmup=5) -> float:
+def _median_ms(attention, backend, q, k, v, calls=30, warmup=5) -> float:
     from torch.nn.attention import sdpa_kernel
 
     def call():
@@ -57,10 +57,8 @@ def main(argv):
             outputs.append(F.scaled_dot_product_attention(q, k, v, is_causal=True))
     print(f"max |fused - math| output: {(outputs[0] - outputs[1]).abs().max().item():.2e}")
     for _ in range(_ROUNDS.value):
-        fused = _median_ms(
-            torch, F.scaled_dot_product_attention, SDPBackend.FLASH_ATTENTION, q, k, v
-        )
-        math = _median_ms(torch, F.scaled_dot_product_attention, SDPBackend.MATH, q, k, v)
+        fused = _median_ms(F.scaled_dot_product_attention, SDPBackend.FLASH_ATTENTION, q, k, v)
+        math = _median_ms(F.scaled_dot_product_attention, SDPBackend.MATH, q, k, v)
         print(f"fused {fused:.2f} ms, math {math:.2f} ms (one layer, forward and backward)")
 
 

@@ -525,8 +525,8 @@ def sweep_status(workdir: str, specs: Sequence[RunSpec] | None = None) -> list[R
         return _states(sweep, workdir, [(s.variant, s.seed) for s in specs])
     # With nuisance factors, every setting of every variant ("<variant>/<setting>"), then the
     # confirmation runs (confirm_seeds) of each variant. The selection runs are read first: a
-    # job that ends in between then shows as a finished selection with its confirmation
-    # pending, never as finished runs whose confirmation still waits for them.
+    # job that ends in between shows its runs still running beside a confirmation already
+    # pending, never finished runs beside a confirmation still waiting for them.
     selection_runs = _states(
         sweep, workdir, [(v, s) for v in sweep.run_variants for s in sweep.seeds]
     )
