@@ -49,7 +49,9 @@ run-hours (the first pass's runs stopped at 4,000-8,000 steps). All 4 variants x
 run-hours; batch_eval and sequence_eval alone (`--variants=batch_eval,sequence_eval`), with the
 plain reading of their checkpoints by reread_positions (--eval_positions=plain, a few minutes
 each), ~5 run-hours. Each run trains alone (--seed_groups=false): one length per batch gives the
-seeds' batches of a step different widths, which a seed group cannot stack. The command:
+seeds' batches of a step different widths, which a seed group cannot stack. Measured at
+--parallel=1 beside other jobs on the 2 cores: 694-986 s a run (8,000 steps at most), the two
+variants' 6 runs 1.3 run-hours, a plain reread ~30 s. The command:
 
   python -m transformer_jax.sweep --sweep=experiments/length_generalization_ruoss.py \\
       --workdir=results/length_generalization_ruoss_batches --parallel=2 \\
