@@ -518,25 +518,21 @@ def job_log(job: Mapping[str, Any]) -> str:
 
 def sweep_status(workdir: str, specs: Sequence[RunSpec] | None = None) -> list[RunState]:
     """The state of every run of the sweep in workdir (or of `specs`), asking each launcher's
-    scheduler once per group of runs about the jobs recorded in job.json."""
+    scheduler once about the jobs recorded in job.json."""
     workdir = os.path.abspath(workdir)
     sweep = Sweep.from_dict(sweep_dir.read_sweep_json(workdir))
-    if specs is not None:
-        return _states(sweep, workdir, [(s.variant, s.seed) for s in specs])
-    # With nuisance factors, every setting of every variant ("<variant>/<setting>"), then the
-    # confirmation runs (confirm_seeds) of each variant. The selection runs are read first: a
-    # job that ends in between shows its runs still running beside a confirmation already
-    # pending, never finished runs beside a confirmation still waiting for them.
-    selection_runs = _states(
-        sweep, workdir, [(v, s) for v in sweep.run_variants for s in sweep.seeds]
-    )
-    confirm, waiting = _confirm_pairs(sweep, workdir)
-    return selection_runs + _states(sweep, workdir, confirm) + waiting
-
-
-def _states(sweep: Sweep, workdir: str, pairs: Sequence[tuple[str, int]]) -> list[RunState]:
-    """The state of each (run variant, seed) from its run directory and its job's scheduler."""
-    records = [sweep_dir.read_run(workdir, v, s) for v, s in pairs]
+    waiting: list[RunState] = []
+    if specs is None:
+        # With nuisance factors, every setting of every variant ("<variant>/<setting>"), then
+        # the confirmation runs (confirm_seeds) of each variant. The selection runs' directories
+        # are read first, so a job that ends in between never shows finished runs beside a
+        # confirmation still waiting for them.
+        pairs = [(v, s) for v in sweep.run_variants for s in sweep.seeds]
+        records = [sweep_dir.read_run(workdir, v, s) for v, s in pairs]
+        confirm, waiting = _confirm_pairs(sweep, workdir)
+        records += [sweep_dir.read_run(workdir, v, s) for v, s in confirm]
+    else:
+        records = [sweep_dir.read_run(workdir, s.variant, s.seed) for s in specs]
     jobs = [read_job(r.path) for r in records]
     by_launcher = collections.defaultdict(list)
     for job in jobs:
@@ -563,7 +559,7 @@ def _states(sweep: Sweep, workdir: str, pairs: Sequence[tuple[str, int]]) -> lis
                 detail,
             )
         )
-    return out
+    return out + waiting
 
 
 def _confirm_pairs(sweep: Sweep, workdir: str) -> tuple[list[tuple[str, int]], list[RunState]]:
