@@ -115,6 +115,17 @@ def test_plain_console_lines_are_periodic(tmp_path):
     assert len(lines) == 3
 
 
+def test_a_labelled_logger_starts_every_console_line_with_its_label(tmp_path):
+    stream = io.StringIO()
+    with MetricsLogger(tmp_path, total_steps=30, stream=stream, label="seed_3") as logger:
+        logger.write(30, "train", {"loss": 2.0})
+        logger.write(30, "test", {"loss": 1.5})
+    assert stream.getvalue().splitlines() == [
+        "seed_3 | step 30/30 (100%) | loss 2.0000",
+        "seed_3 | step 30 test: loss=1.5",
+    ]
+
+
 class _FakeTTY(io.StringIO):
     def isatty(self):
         return True

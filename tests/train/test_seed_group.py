@@ -119,12 +119,15 @@ def assert_same_metrics(group, reference):
         assert read_metrics(group / name) == read_metrics(reference / name)
 
 
-def test_each_seed_of_a_group_matches_its_solo_run(tmp_path):
+def test_each_seed_of_a_group_matches_its_solo_run(tmp_path, capsys):
     """Seq2seq with dropout; the second seed of the group against its solo run, and every seed
     directory a complete run of its own."""
     config = copy_config(tmp_path / "tfds")
     summaries = train_seed_group(config, str(tmp_path / "group"), SEEDS)
     assert [s.status for s in summaries] == ["finished", "finished"]
+    # The seeds share one console (a sweep's run.log): each line of a step names its seed.
+    lines = [line for line in capsys.readouterr().out.splitlines() if "step 10" in line]
+    assert {line.split(" | ")[0] for line in lines} == {f"seed_{seed}" for seed in SEEDS}, lines
     solo = _solo(config, SEEDS[1], tmp_path / "solo")
     group_dir = tmp_path / "group" / f"seed_{SEEDS[1]}"
     assert_same_run(group_dir, tmp_path / "solo")

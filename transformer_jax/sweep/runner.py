@@ -19,10 +19,10 @@ pending seeds of one variant instead train in one process as a seed group,
 
 (transformer_jax/train/seed_group.py), which writes the same run directories; each seed's
 command.txt records the group's command and ends with its own, which resumes it alone and is
-what check_commands compares, and the group's output goes to every seed's run.log. With nuisance
-factors, the settings of a cell that differ only in optimizer scalars train together too, as
-one run group in WORKDIR/<variant> (`main --runs=<JSON: setting/seed_<s> -> its seed and
-scalars>`; `launches`).
+what check_commands compares, and the group's output goes to every seed's run.log, each line
+naming its run. With nuisance factors, the settings of a cell that differ only in optimizer
+scalars train together too, as one run group in WORKDIR/<variant> (`main --runs=<JSON:
+setting/seed_<s> -> its seed and scalars>`; `launches`).
 
 With confirm_seeds (sweep/nuisance.py) a second stage follows: as soon as a variant's
 selection is complete, its chosen setting trains on the confirmation seeds in

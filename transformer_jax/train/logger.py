@@ -71,6 +71,7 @@ class MetricsLogger:
         total_steps: int,
         stream: TextIO | None = None,
         console_every_s: float = 30.0,
+        label: str = "",
         writes: bool = True,
         config: Mapping[str, Any] | None = None,
     ):
@@ -83,6 +84,7 @@ class MetricsLogger:
         self._stream = sys.stdout if stream is None else stream
         self._is_tty = self._stream.isatty()
         self._console_every_s = console_every_s
+        self._label = f"{label} | " if label else ""
         self._start = time.monotonic()
         self._time_offset = 0.0
         # Opened lazily so `truncate_after` can run before anything is appended.
@@ -168,7 +170,7 @@ class MetricsLogger:
     def _console(self, step: int, split: str, values: dict[str, float], now: float) -> None:
         if split != "train":
             text = " ".join(f"{k}={v:.4g}" for k, v in values.items() if "/" not in k)
-            self._print_line(f"step {step} {split}: {text}")
+            self._print_line(f"{self._label}step {step} {split}: {text}")
             return
         rate = None
         if self._last_train is not None and step > self._last_train[0]:
@@ -180,7 +182,7 @@ class MetricsLogger:
             parts += [f"{rate:.2f} steps/s", f"ETA {_format_duration(eta)}"]
         if "loss" in values:
             parts.append(f"loss {values['loss']:.4f}")
-        line = " | ".join(parts)
+        line = self._label + " | ".join(parts)
         if self._is_tty:
             self._stream.write("\r" + line + "\x1b[K")
             self._stream.flush()

@@ -27,6 +27,7 @@ multi-process run a signal to any process stops all of them at the same step
 
 import collections
 import contextlib
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -97,6 +98,7 @@ def train_runs(
     shared = {}  # compiled evaluation functions the runs share
     # A group evaluates its stacked states vmapped (train/group_eval.py); a solo run its own.
     group = GroupEval() if len(workdirs) > 1 else None
+    labels = _member_labels(workdirs)
     runs = []
     for lane, (seed, workdir) in enumerate(zip(seeds, workdirs, strict=True)):
         run = RunHost(
@@ -106,6 +108,7 @@ def train_runs(
             train_cfg=train_cfg,
             phases=phases,
             lane=lane,
+            label=labels[lane],
             primary=multihost.is_primary(),  # see train/multihost.py
         )
         context = EvalContext(
@@ -169,6 +172,17 @@ def train_runs(
         if any(summary.status != "stopped" for summary in summaries):
             print(breakdown_line(phases.breakdown()), flush=True)
         return summaries
+
+
+def _member_labels(workdirs: Sequence) -> list[str]:
+    """Each run's directory below the runs' common one ("seed_3", "learning_rate-0.002/seed_0"):
+    the runs of a group print to one console, so each line says whose it is. A solo run's lines
+    carry no label."""
+    if len(workdirs) < 2:
+        return [""] * len(workdirs)
+    paths = [Path(workdir).expanduser().resolve() for workdir in workdirs]
+    common = Path(os.path.commonpath(paths))
+    return [str(path.relative_to(common)) for path in paths]
 
 
 def _failed(runs: list[RunHost], error: OSError) -> OSError:

@@ -70,6 +70,7 @@ class RunHost:
     train_cfg: Any  # TrainConfig
     phases: Phases  # the loop's, shared by the runs of a group
     lane: int = 0
+    label: str = ""  # what tells this run apart on a group's shared console ("" alone)
     primary: bool = True  # this process writes the run directory's files
     evaluators: list = dataclasses.field(default_factory=list)  # train/evaluators.py Scheduled
     num_params: int = 0
@@ -140,6 +141,7 @@ class RunHost:
             MetricsLogger(
                 self.workdir,
                 total_steps=train_cfg.steps,
+                label=self.label,
                 writes=self.primary,
                 config=self.resolved,  # its HParams session and W&B run (tracking/run.py)
             )
