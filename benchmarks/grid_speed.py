@@ -16,11 +16,13 @@ fresh directories, each without a compilation cache:
 It prints each way's wall time and its phase times summed over its processes (train/timing.py,
 from the runs' summary.json: a group's breakdown is its process's, shared by its runs), the
 largest relative difference of a run's final metric between the two ways (rounding, with the
-config's optimizer: Adam amplifies it as runs on two machines do), and `ratio: X` (per_rate wall
+config's optimizer: Adam amplifies it as runs on two machines do), the same for the validation
+loss a tuned cell chooses on, the rate each way's runs would choose, and `ratio: X` (per_rate wall
 time / one_group wall time). Run it on an otherwise idle machine: the two are measured one after
 the other, so load that changes in between changes the ratio.
 """
 
+import collections
 import json
 import subprocess
 import sys
@@ -35,6 +37,7 @@ from transformer_jax.commands import parse_flags
 from transformer_jax.train.timing import PHASES
 
 FLAGS = flags.FLAGS
+SELECT_ON = "validation/loss"  # what a tuned sweep chooses a cell's rate on (docs/tuning.md)
 
 
 def define_flags() -> None:
@@ -112,12 +115,17 @@ def phase_sums(runs: dict[str, dict], mode: str) -> dict[str, float]:
     return out
 
 
-def largest_difference(old: dict[str, dict], new: dict[str, dict]) -> tuple[str, float]:
-    """(run/split/metric, relative difference) of the final metric that differs most."""
+def largest_difference(
+    old: dict[str, dict], new: dict[str, dict], only: str | None = None
+) -> tuple[str, float]:
+    """(run/split/metric, relative difference) of the final metric that differs most, among
+    every metric or `only` ("split/metric")."""
     worst, label = 0.0, "none compared"
     for name in sorted(old.keys() & new.keys()):
         for split, metrics in old[name].get("metrics", {}).items():
             for metric, value in metrics.items():
+                if only not in (None, f"{split}/{metric}"):
+                    continue
                 other = new[name].get("metrics", {}).get(split, {}).get(metric)
                 if other is None:
                     continue
@@ -125,6 +133,18 @@ def largest_difference(old: dict[str, dict], new: dict[str, dict]) -> tuple[str,
                 if difference >= worst:
                     worst, label = difference, f"{name} {split}/{metric}"
     return label, worst
+
+
+def chosen_rate(runs: dict[str, dict]) -> str:
+    """The rate directory whose seeds' mean SELECT_ON is lowest: the setting a tuned cell
+    chooses from these runs (docs/tuning.md, select_per="cell")."""
+    split, metric = SELECT_ON.split("/")
+    means = collections.defaultdict(list)
+    for name, summary in runs.items():
+        value = summary.get("metrics", {}).get(split, {}).get(metric)
+        if value is not None:
+            means[name.partition("/")[0]].append(value)
+    return min(means, key=lambda rate: sum(means[rate]) / len(means[rate]), default="none")
 
 
 def main(argv):
@@ -147,6 +167,12 @@ def main(argv):
         print("(phases: seconds summed over the processes; a group's runs share theirs)")
         label, worst = largest_difference(runs["per_rate"], runs["one_group"])
         print(f"largest relative difference of a final metric: {worst:.2e} ({label})")
+        label, worst = largest_difference(runs["per_rate"], runs["one_group"], SELECT_ON)
+        print(f"largest relative difference of {SELECT_ON}: {worst:.2e} ({label})")
+        chosen = {mode: chosen_rate(runs[mode]) for mode in MODES}
+        print(
+            f"chosen on the mean {SELECT_ON}: " + ", ".join(f"{m} {r}" for m, r in chosen.items())
+        )
         print(f"ratio: {walls['per_rate'] / walls['one_group']:.2f}")
 
 

@@ -139,7 +139,7 @@ def test_grid_speed_trains_the_same_runs_both_ways_and_counts_processes(tmp_path
     in the same run directories; a process's breakdown is counted once."""
     import json
 
-    from benchmarks.grid_speed import commands, phase_sums
+    from benchmarks.grid_speed import chosen_rate, commands, largest_difference, phase_sums
 
     old = commands("per_rate", tmp_path, "c.py", ["1e-3", "2e-3"], [0, 1], ["train.steps=2"])
     assert [argv[-2:] for argv in old] == [
@@ -165,6 +165,21 @@ def test_grid_speed_trains_the_same_runs_both_ways_and_counts_processes(tmp_path
     per_rate = phase_sums(summaries, "per_rate")
     assert per_rate["processes"] == 2 and per_rate["train"] == 3.0 and per_rate["total"] == 18.0
     assert phase_sums(summaries, "one_group")["processes"] == 1
+    # The choice reads the mean validation loss over a rate's seeds, not one seed's best.
+    losses = {(0.001, 0): 1.0, (0.001, 1): 3.0, (0.002, 0): 1.5, (0.002, 1): 1.6}
+    for (rate, seed), loss in losses.items():
+        summary = summaries[f"learning_rate-{rate}/seed_{seed}"]
+        summary["metrics"] = {"validation": {"loss": loss, "accuracy": 0.5}}
+    assert chosen_rate(summaries) == "learning_rate-0.002"
+    other = json.loads(json.dumps(summaries))
+    other["learning_rate-0.001/seed_1"]["metrics"]["validation"]["accuracy"] = 1.0
+    other["learning_rate-0.002/seed_0"]["metrics"]["validation"]["loss"] = 1.65
+    assert largest_difference(summaries, other) == (
+        "learning_rate-0.001/seed_1 validation/accuracy",
+        1.0,
+    )
+    name, worst = largest_difference(summaries, other, "validation/loss")
+    assert name == "learning_rate-0.002/seed_0 validation/loss" and worst == pytest.approx(0.1)
 
 
 @pytest.mark.slow
@@ -181,7 +196,7 @@ def test_grid_speed_runs_a_tiny_cell_both_ways(tmp_path):
         "train.eval_every=2",
         "train.checkpoint_every=2",
         "train.warmup_steps=0",
-        "train.generate_eval=False",
+        "train.evaluators.generation.enabled=False",
         "model.d_model=16",
         "model.ffn.d_ff=32",
         f"data.data_dir={tmp_path / 'tfds'}",
@@ -198,6 +213,7 @@ def test_grid_speed_runs_a_tiny_cell_both_ways(tmp_path):
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines() if line.strip()}
     assert rows["per_rate"][2:4] == ["2", "2"] and rows["one_group"][2:4] == ["2", "1"]
     assert "largest relative difference of a final metric" in done.stdout
+    assert "chosen on the mean validation/loss: per_rate learning_rate-0.00" in done.stdout
     assert "ratio: " in done.stdout
 
 
