@@ -18,7 +18,10 @@ from transformer_jax.aot.programs import (
     attention_path,
     compile_group,
     compile_programs,
+    compile_train,
     plan_run,
+    unrolled,
+    unrolled_model,
 )
 from transformer_jax.aot.report import check_fits, needed_bytes
 from transformer_jax.aot.topology import get_topology, parse
@@ -115,6 +118,33 @@ def test_grad_accumulation_and_scanned_layers_count_the_whole_step():
     """XLA counts a loop body once; the counts come from the unrolled step instead."""
     (_, plain), (_, looped) = train_program("v5e:1x1"), train_program("v5e:1x1", grad_accum_steps=2)
     assert looped.flops == pytest.approx(plain.flops, rel=0.05)
+
+
+def test_a_universal_transformers_steps_are_counted_unrolled():
+    """The UT's steps are a loop, whose body XLA counts once: its counts come from the
+    unrolled equivalent (same batch), and a model without loops compiles once."""
+    config = lm_config()
+    config.model.universal.enabled = True
+    plan = plan_run(config, get_topology("v5e:1x1"))
+    model, step = unrolled_model(plan), unrolled(plan)
+    assert model.prepared.model_config.universal.unroll and model.batch_size == plan.batch_size
+    assert step.prepared.model_config.universal.unroll
+    plain = plan_run(lm_config(), get_topology("v5e:1x1"))
+    assert unrolled_model(plain) is None and unrolled(plain) is None
+
+
+@pytest.mark.slow  # three more compiles: the looped UT step, its unrolled count, the eval's
+def test_a_universal_transformer_step_counts_every_step():
+    """A 2-step UT does the FLOPs of the 2-layer model (one block applied twice, plus the step
+    signals): counted unrolled, not one step's."""
+    config = lm_config()
+    config.model.universal.enabled = True  # steps 0: the stack's 2 layers
+    plan = plan_run(config, get_topology("v5e:1x1"))
+    looped = compile_train(plan)
+    train, _ = compile_programs(plan, decode=False)
+    _, plain = train_program("v5e:1x1")
+    assert looped.flops < 0.75 * plain.flops  # one step's block: what the loop shows XLA
+    assert train.flops == pytest.approx(plain.flops, rel=0.05)
 
 
 def tiny_translation():
@@ -302,3 +332,20 @@ def test_unknown_topology_is_one_line_and_exit_2():
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("aot: error: --topology='v5e-8'")
     assert "Traceback" not in result.stderr
+
+
+def test_a_sweep_variant_is_the_config_the_sweep_starts_for_it():
+    path = "experiments/universal_table4_t2t_buckets.py"
+    name, config = report.sweep_variant(path, "ut_act")
+    assert name.startswith(f"{path} (variant 'ut_act'")
+    assert config.model.universal.act and config.model.universal.halting_input == "step_input"
+    assert config.data.bucket_by_length == "t2t"
+    _, baseline = report.sweep_variant(path)  # the sweep's baseline: the Transformer
+    assert not baseline.model.universal.enabled and baseline.data.bucket_by_length == "t2t"
+    with pytest.raises(
+        ValueError, match="--variant=ut is not a variant of .*; its variants: transformer, ut_act"
+    ):
+        report.sweep_variant(path, "ut")
+    result = run_aot("--config=configs/algorithmic.py:copy", "--variant=ut_act")
+    assert result.returncode == 2
+    assert "aot: error: --variant=ut_act needs --sweep=<sweep file>" in result.stderr

@@ -151,6 +151,37 @@ def test_ponder_cost_is_differentiable_through_the_remainders_only():
     assert float(jnp.abs(halting_kernel).sum()) > 0
 
 
+def test_unrolled_steps_compute_what_the_loop_does():
+    """`universal.unroll` compiles the same steps without the loop (for XLA's cost analysis,
+    which counts a loop's body once): equal outputs, ponder and gradients, and every step's
+    matmuls in the compiled program's count."""
+    params = build_model(ACT).init(jax.random.PRNGKey(0), IDS)["params"]
+    unrolled = ACT.override({"universal.unroll": True})
+
+    def loss(cfg, params):
+        out, state = apply(cfg, {"params": params})
+        return jnp.square(out.astype(jnp.float32)).mean(), state["intermediates"]
+
+    value_and_grad = jax.jit(jax.value_and_grad(loss, 1, has_aux=True), static_argnums=0)
+    (looped, looped_state), looped_grads = value_and_grad(ACT, params)
+    (same, same_state), same_grads = value_and_grad(unrolled, params)
+    np.testing.assert_allclose(same, looped, rtol=1e-6)
+    same, looped = (
+        jax.tree.leaves((same_state, same_grads)),
+        jax.tree.leaves((looped_state, looped_grads)),
+    )
+    for got, want in zip(same, looped, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+    def flops(cfg):
+        compiled = jax.jit(lambda p: apply(cfg, {"params": p})[0]).lower(params).compile()
+        analysis = compiled.cost_analysis()
+        return (analysis[0] if isinstance(analysis, list) else analysis)["flops"]
+
+    # Three steps: the loop's count holds one step's block, the unrolled count all three.
+    assert flops(unrolled) > 2 * flops(ACT)
+
+
 def stack_outputs(cfg, causal, x, seed=1):
     stack = UniversalStack(cfg, cfg.num_decoder_layers, causal=causal)
     kwargs = {"valid_BT": jnp.ones(x.shape[:2], bool)}
@@ -283,6 +314,7 @@ def test_cached_decoding_equals_full_forward(cfg):
         ({"act_halted": "copy"}, "model.universal.act_halted='copy'"),
         ({"steps": -1}, "model.universal.steps=-1"),
         ({"act_ponder_cost": -0.1}, "model.universal.act_ponder_cost=-0.1"),
+        ({"unroll": "yes"}, "model.universal.unroll='yes'"),
     ],
 )
 def test_bad_universal_config_is_rejected(fields, match):

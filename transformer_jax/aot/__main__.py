@@ -5,6 +5,8 @@
       --config.train.fsdp=8 --fit
   python -m transformer_jax.aot --config=benchmarks/speed_configs.py:gpt2_small --topology=v4:2x2x1
   python -m transformer_jax.aot --sweep=experiments/quickstart.py --topology=local
+  python -m transformer_jax.aot --sweep=experiments/universal_table4_t2t_buckets.py \
+      --variant=ut_act --topology=v5e:1x1
 
 Needs libtpu (pip install -r requirements-tpu.txt), no TPU. Prepares the run with the trainer's
 own `prepare` for the slice and compiles, with the real TPU compiler, the programs the run
@@ -17,7 +19,8 @@ traffic figures differ. `--fit` finds the largest global batch whose train step 
 `--group=N` also compiles a run group of N members (train/seed_group.py: a tuned cell's rates
 and seeds as one vmapped program) and compares its roofline step with N of one member's.
 `--topology=local` compiles for this machine's own devices instead (a CPU's figures are
-measured); `--sweep` takes a sweep file's baseline run as the config.
+measured); `--sweep` takes a sweep file's baseline run as the config (`--variant`: another of
+its variants).
 A benchmark config (benchmarks/speed_configs.py) is compiled on rows of its sequence length.
 Exit status 2 with one `aot: error:` line for a bad topology, config or batch, and for a train
 step that does not fit.
@@ -34,6 +37,7 @@ from transformer_jax.commands import one_line_errors, parse_flags
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment or benchmark config file.")
 _SWEEP = flags.DEFINE_string("sweep", None, "Or a sweep file: its baseline variant's run.")
+_VARIANT = flags.DEFINE_string("variant", None, "With --sweep: this variant's run instead.")
 _TOPOLOGY = flags.DEFINE_string("topology", "v5e:1x1", "TPU slice: v5e:1x1, v5e:2x4, v4:2x2x1...")
 _FIT = flags.DEFINE_bool("fit", False, "Also find the largest global batch that fits.")
 _FIT_COMPILES = flags.DEFINE_integer("fit_compiles", 10, "Most train-step compiles --fit makes.")
@@ -49,8 +53,10 @@ def main(argv):
     topology = get_topology(_TOPOLOGY.value)  # A bad name fails before any config work.
     if (_CONFIG.value is None) == (_SWEEP.value is None):
         raise ValueError("give one of --config=<config file> or --sweep=<sweep file>")
+    if _VARIANT.value is not None and not _SWEEP.value:
+        raise ValueError(f"--variant={_VARIANT.value} needs --sweep=<sweep file>")
     if _SWEEP.value:
-        path, config = report.sweep_baseline(_SWEEP.value)
+        path, config = report.sweep_variant(_SWEEP.value, _VARIANT.value)
     else:
         path = config_flags.get_config_filename(flags.FLAGS["config"])
         config = report.run_config(_CONFIG.value)

@@ -276,23 +276,39 @@ def compile_train(target: Target, state=None) -> Program:
     return dataclasses.replace(program, traffic=traffic(target, state))
 
 
-def unrolled(target: Target) -> Target | None:
-    """The train step of one micro-batch with its layers unrolled, or None when the step has
-    neither loop. XLA's cost analysis counts the body of a loop once, whatever its trip count
-    (a `lax.scan` over layers or over grad-accumulation micro-batches alike), so the counts of
-    such a step come from this equivalent instead, times the micro-batches (which counts the
-    optimizer update k times instead of once: a small overstatement)."""
+def unrolled_model(target: Target) -> Target | None:
+    """`target` with its layers (or a Universal Transformer's steps) unrolled, or None when its
+    model has no loop. XLA's cost analysis counts the body of a loop once, whatever its trip
+    count, so a looped program's FLOPs and bytes are counted on this equivalent instead."""
     prepared = target.prepared
-    k = prepared.train_cfg.grad_accum_steps
-    if not prepared.model_config.scan_layers and k == 1:
+    cfg = prepared.model_config
+    recurrent = cfg.universal is not None and not cfg.universal.unroll
+    if not cfg.scan_layers and not recurrent:
         return None
-    model_config = prepared.model_config.override({"scan_layers": False})
+    model_config = cfg.override(
+        {"scan_layers": False, **({"universal.unroll": True} if recurrent else {})}
+    )
+    equivalent = dataclasses.replace(
+        prepared, model_config=model_config, model=build_model(model_config)
+    )
+    return Target(equivalent, target.topology)
+
+
+def unrolled(target: Target) -> Target | None:
+    """The train step of one micro-batch with its model unrolled (`unrolled_model`), or None
+    when the step has no loop: a `lax.scan` over grad-accumulation micro-batches hides its
+    counts as a loop over layers does, so they come from this equivalent, times the
+    micro-batches (which counts the optimizer update k times instead of once: a small
+    overstatement)."""
+    k = target.prepared.train_cfg.grad_accum_steps
+    model = unrolled_model(target)
+    if model is None and k == 1:
+        return None
+    prepared = (model or target).prepared
     equivalent = dataclasses.replace(
         prepared,
         batch_size=prepared.batch_size // k,
         train_cfg=dataclasses.replace(prepared.train_cfg, grad_accum_steps=1),
-        model_config=model_config,
-        model=build_model(model_config),
     )
     return Target(equivalent, target.topology)
 
@@ -311,6 +327,21 @@ def compile_train_counted(target: Target, state=None) -> Program:
     return dataclasses.replace(
         program, flops=k * counted.flops, bytes_accessed=k * counted.bytes_accessed
     )
+
+
+def compile_eval_counted(target: Target, state) -> Program:
+    """The eval step, counted on `unrolled_model(target)` where its model loops."""
+    tokens = tokens_per_call(target, "eval")
+    program = compile_one("eval", lambda: lower_eval(target, state), tokens)
+    equivalent = unrolled_model(target)
+    if equivalent is None or not program.compiled:
+        return program
+    counted = compile_one(
+        "eval", lambda: lower_eval(equivalent, abstract_state(equivalent)), tokens
+    )
+    if not counted.compiled:
+        return dataclasses.replace(program, flops=0.0, bytes_accessed=0.0)
+    return dataclasses.replace(program, flops=counted.flops, bytes_accessed=counted.bytes_accessed)
 
 
 def compile_group(target: Target, size: int) -> Program:
@@ -345,7 +376,7 @@ def compile_programs(target: Target, *, decode: bool = True) -> list[Program]:
     state = abstract_state(target)
     programs = [
         compile_train_counted(target, state),
-        compile_one("eval", lambda: lower_eval(target, state), tokens_per_call(target, "eval")),
+        compile_eval_counted(target, state),
     ]
     if not decode:
         return programs

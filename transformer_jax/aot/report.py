@@ -33,13 +33,20 @@ def run_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     return run
 
 
-def sweep_baseline(path: str) -> tuple[str, ml_collections.ConfigDict]:
-    """(its name, the config) of a sweep file's baseline run, as the sweep would start it."""
+def sweep_variant(path: str, variant: str | None = None) -> tuple[str, ml_collections.ConfigDict]:
+    """(its name, the config) of a sweep file's run of `variant` (by default its baseline), as
+    the sweep would start it."""
     sweep = load_sweep(path)
+    variant = sweep.baseline if variant is None else variant
+    if variant not in sweep.variants:
+        raise ValueError(
+            f"--variant={variant} is not a variant of {path}; its variants: "
+            f"{', '.join(sweep.variants)}"
+        )
     config = defaults.from_file(sweep.config, sweep.config_arg or None)
-    for key, value in sweep.variants[sweep.baseline].items():
+    for key, value in sweep.variants[variant].items():
         config_path.set_value(key, config, value)
-    return f"{path} (variant {sweep.baseline!r}: {sweep.config_spec})", config
+    return f"{path} (variant {variant!r}: {sweep.config_spec})", config
 
 
 def gib(n: float) -> str:

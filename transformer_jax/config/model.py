@@ -77,10 +77,15 @@ class UniversalConfig:
     # The signal of the step number added before every step: sinusoidal (the paper's text) or
     # learned (tensor2tensor's default). See transformer_jax.layers.step_signals.
     step_signal: str = "sinusoidal"
+    # Compile the steps unrolled instead of as one loop: the same functions, a longer compile.
+    # XLA's cost analysis counts a loop's body once, so the TPU compiler's FLOPs and bytes of a
+    # looped step are one step's: transformer_jax.aot counts on the unrolled step.
+    unroll: bool = False
 
     def __post_init__(self):
         p = self.PREFIX
         F.check_choice(f"{p}.step_signal", self.step_signal, STEP_SIGNALS.names())
+        F.check_bool(f"{p}.unroll", self.unroll)
         F.check_int(f"{p}.steps", self.steps, 0)
         F.check_bool(f"{p}.act", self.act)
         F.check_float(f"{p}.act_threshold_eps", self.act_threshold_eps, above=0.0, at_most=1.0)

@@ -180,6 +180,7 @@ class UniversalStack(TransformerStack):
             split_rngs={"params": False, "dropout": True},
             in_axes=(0, 0 if position.ndim == 4 else nn.broadcast, nn.broadcast),
             length=num_steps,
+            unroll=num_steps if cfg.universal.unroll else 1,
         )
         carry, _ = recurrence(
             cfg,
