@@ -82,6 +82,17 @@ def test_t2t_recipe_has_its_three_columns_and_an_act_only_verdict(tmp_path):
     assert verdicts(tmp_path, runs)[1] == "not reproduced"
 
 
+def test_a_sweep_without_a_plain_ut_is_judged_on_ut_act(tmp_path):
+    """The bucketed recipe trains the Transformer and UT+ACT only: no plain UT to wait for."""
+    runs = {**MATCHED, "ut_act": [(0.30, 0.10), (0.31, 0.11), (0.32, 0.12)]}
+    assert verdicts(tmp_path, runs)[1] == "not reproduced"
+    runs["ut_act"] = [(0.60, 0.10), (0.63, 0.11), (0.61, 0.12)]
+    assert verdicts(tmp_path, runs)[1] == "reproduced only with ACT"
+    runs["ut_act"] = [(0.30, 0.10)]  # one seed: no interval
+    assert verdicts(tmp_path, runs)[1] == "pending"
+    assert verdicts(tmp_path, {**MATCHED})[1] == "pending"  # no UT of any kind yet
+
+
 def write_reread(path, variant: str, seed: int, char: float, seq: float, mode="step_offset"):
     """What transformer_jax.analysis.reread_positions writes into a run directory."""
     out = path / variant / f"seed_{seed}" / "eval_positions" / f"{mode}.json"
