@@ -34,6 +34,7 @@ from absl import app, flags
 
 from transformer_jax import environment
 from transformer_jax.commands import parse_flags
+from transformer_jax.sweep import selection
 from transformer_jax.train.timing import PHASES
 
 FLAGS = flags.FLAGS
@@ -136,15 +137,17 @@ def largest_difference(
 
 
 def chosen_rate(runs: dict[str, dict]) -> str:
-    """The rate directory whose seeds' mean SELECT_ON is lowest: the setting a tuned cell
-    chooses from these runs (docs/tuning.md, select_per="cell")."""
+    """The rate directory a tuned cell chooses from these runs: the best mean SELECT_ON over
+    the seeds (transformer_jax/sweep/selection.py, select_per="cell"); "none" until every run
+    has it."""
     split, metric = SELECT_ON.split("/")
-    means = collections.defaultdict(list)
+    scores = collections.defaultdict(dict)
     for name, summary in runs.items():
-        value = summary.get("metrics", {}).get(split, {}).get(metric)
-        if value is not None:
-            means[name.partition("/")[0]].append(value)
-    return min(means, key=lambda rate: sum(means[rate]) / len(means[rate]), default="none")
+        rate, _, seed = name.partition("/")
+        scores[rate][seed] = summary.get("metrics", {}).get(split, {}).get(metric)
+    seeds = sorted({seed for by_seed in scores.values() for seed in by_seed})
+    chosen = selection.choose(scores, seeds, mode="min", per="cell")
+    return next(iter(chosen.values()), "none")
 
 
 def main(argv):

@@ -150,8 +150,8 @@ def ut_verdict(records: dict, reading: str = PLAIN) -> str:
     # Only the variants the sweep trains count: a sweep without a plain UT (the bucketed
     # recipe trains the Transformer and UT+ACT) is judged on UT+ACT, not held "pending".
     trained = {variant for variant, _ in records}
-    plain = beats(records, "ut", "transformer", reading) if "ut" in trained else False
-    if plain:
+    plain = [beats(records, "ut", "transformer", reading)] if "ut" in trained else []
+    if any(plain):
         return "reproduced"
     if variants_of(records) is T2T_VARIANTS:
         alternatives, baseline = ("ut_act",), "transformer"
@@ -168,7 +168,8 @@ def ut_verdict(records: dict, reading: str = PLAIN) -> str:
     others = [beats(records, name, baseline, reading) for name in alternatives if name in trained]
     if any(others):
         return qualifier
-    if plain is None or None in others or ("ut" not in trained and not others):
+    judged = plain + others  # None: fewer than two paired seeds
+    if not judged or None in judged:
         return "pending"
     return "not reproduced"
 

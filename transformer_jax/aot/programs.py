@@ -313,6 +313,16 @@ def unrolled(target: Target) -> Target | None:
     return Target(equivalent, target.topology)
 
 
+def counted_on(program: Program, equivalent: Program, times: int = 1) -> Program:
+    """`program` (its memory its own) with the FLOPs and bytes of its unrolled `equivalent`,
+    `times` over: zero when the equivalent did not compile (a refused Program counts none)."""
+    return dataclasses.replace(
+        program,
+        flops=times * equivalent.flops,
+        bytes_accessed=times * equivalent.bytes_accessed,
+    )
+
+
 def compile_train_counted(target: Target, state=None) -> Program:
     """The train step, with FLOPs and bytes accessed counted on `unrolled(target)` when its
     loops would hide them (see there); its memory is always its own."""
@@ -320,12 +330,8 @@ def compile_train_counted(target: Target, state=None) -> Program:
     equivalent = unrolled(target)
     if equivalent is None or not program.compiled:
         return program
-    counted = compile_train(equivalent)
-    if not counted.compiled:
-        return dataclasses.replace(program, flops=0.0, bytes_accessed=0.0)
-    k = target.prepared.train_cfg.grad_accum_steps
-    return dataclasses.replace(
-        program, flops=k * counted.flops, bytes_accessed=k * counted.bytes_accessed
+    return counted_on(
+        program, compile_train(equivalent), target.prepared.train_cfg.grad_accum_steps
     )
 
 
@@ -336,12 +342,8 @@ def compile_eval_counted(target: Target, state) -> Program:
     equivalent = unrolled_model(target)
     if equivalent is None or not program.compiled:
         return program
-    counted = compile_one(
-        "eval", lambda: lower_eval(equivalent, abstract_state(equivalent)), tokens
-    )
-    if not counted.compiled:
-        return dataclasses.replace(program, flops=0.0, bytes_accessed=0.0)
-    return dataclasses.replace(program, flops=counted.flops, bytes_accessed=counted.bytes_accessed)
+    state = abstract_state(equivalent)
+    return counted_on(program, compile_one("eval", lambda: lower_eval(equivalent, state), tokens))
 
 
 def compile_group(target: Target, size: int) -> Program:
@@ -364,10 +366,7 @@ def compile_group(target: Target, size: int) -> Program:
     if equivalent is None or not program.compiled:
         return program
     counted = compile_one(program.name, lambda: build(equivalent), tokens)
-    k = target.prepared.train_cfg.grad_accum_steps
-    return dataclasses.replace(
-        program, flops=k * counted.flops, bytes_accessed=k * counted.bytes_accessed
-    )
+    return counted_on(program, counted, target.prepared.train_cfg.grad_accum_steps)
 
 
 def compile_programs(target: Target, *, decode: bool = True) -> list[Program]:
