@@ -21,13 +21,28 @@ def _evaluations(workdir) -> list[dict]:
     return [line for line in read_metrics(workdir) if line["split"] != "train"]
 
 
+# The reference runs were trained under the suite's XLA settings (tests/conftest.py) on one CPU;
+# the same run on another CPU's kernels (AVX2 or AVX-512) or with other thread settings moves its
+# attention statistics (attention_logit_std by 2e-4 to 4e-4 relative, measured outside the
+# conftest) while its losses and accuracies held. 2e-3 relative leaves five times that margin
+# and still fails a changed prediction: one token more or less right moves the tiny run's
+# token_accuracy (76 of 352 test tokens) by 1.3% of its value.
+RTOL = 2e-3
+
+
 def _assert_same_evaluations(found: list[dict], reference: list[dict]) -> None:
     """The same evaluations (steps, splits, metric names in order) with the same values, up to
-    the rounding another CPU's kernels may differ by."""
+    the rounding another CPU's kernels may differ by (RTOL). The step and split are compared
+    exactly, the metrics as numbers only: pytest.approx refuses a mapping with a string value
+    (pytest >= 9.2 raises TypeError on it)."""
     assert [(m["step"], m["split"]) for m in found] == [(m["step"], m["split"]) for m in reference]
     for got, want in zip(found, reference, strict=True):
-        assert list(got) == list(want), (got["step"], got["split"])
-        assert got == pytest.approx(want, rel=1e-4, abs=1e-6), (got["step"], got["split"])
+        where = (got["step"], got["split"])
+        assert list(got) == list(want), where
+        numbers = [name for name in want if name not in ("step", "split")]
+        assert {name: got[name] for name in numbers} == pytest.approx(
+            {name: want[name] for name in numbers}, rel=RTOL, abs=1e-6
+        ), where
 
 
 def test_default_blocks_evaluate_the_tiny_run_as_before_blocks(tmp_path):
