@@ -10,6 +10,7 @@ __main__.py hands the process over).
         --workdir=results/attention_scale --report_only --runs_csv=results/attention_scale/runs.csv
     python -m transformer_jax.sweep --sweep=... --workdir=DIR --launcher=slurm --slurm_gpus=1
     python -m transformer_jax.sweep --workdir=DIR --status
+    python -m transformer_jax.sweep --workdir=COPY_OF_RESULTS_FOLDER --tensorboard
 
 Rerunning the same command resumes the sweep (see runner, and slurm for the job launchers). The
 exit status is 1 when a selected run failed or stopped before finishing (a submission exits 0 once
@@ -21,12 +22,14 @@ from collections.abc import Sequence
 
 from absl import app, flags
 
+from transformer_jax import sweep_record
 from transformer_jax.commands import one_line_errors, parse_flags, recorded_command
 from transformer_jax.report.report import write_report
+from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep import slurm
 from transformer_jax.sweep.runner import DEFAULT_MAIN, resolved_sweep, run_sweep
-from transformer_jax.sweep.spec import load_sweep
-from transformer_jax.sweep_dir import read_sweep_json, update_sweep_json
+from transformer_jax.sweep.spec import Sweep, load_sweep
+from transformer_jax.sweep_dir import read_run, read_sweep_json, run_dir, update_sweep_json
 
 
 def define_flags() -> None:
@@ -72,6 +75,20 @@ def define_flags() -> None:
         "several, comma-separated, are merged (a run missing from one is taken from another).",
     )
     flags.DEFINE_bool(
+        "force",
+        False,
+        "With --report_only: write the report even when it lists fewer finished runs than the "
+        "runs.csv it replaces (refused by default: their run directories are missing and "
+        "runs.jsonl does not record them).",
+    )
+    flags.DEFINE_bool(
+        "tensorboard",
+        False,
+        "Only write the TensorBoard event files (scalars and HParams sessions) of the runs "
+        "WORKDIR's runs.jsonl records, unpacking their run directories into WORKDIR (e.g. a "
+        "copy of a committed results/ folder), then `tensorboard --logdir WORKDIR`.",
+    )
+    flags.DEFINE_bool(
         "allow_dirty",
         False,
         "Launch runs even though transformer_jax/, configs/ or experiments/ have uncommitted "
@@ -100,6 +117,30 @@ def results_section(report_path: str) -> str:
     return f"\n{text[start:end].strip()}\n\nFull report: {report_path}"
 
 
+def tensorboard_events(workdir: str) -> str:
+    """Unpacks the runs WORKDIR's runs.jsonl records and WORKDIR lacks, writes each recorded
+    run's scalars and HParams session as TensorBoard event files; returns a line saying so."""
+    record = sweep_record.read_record(workdir)
+    if not record:
+        raise ValueError(
+            f"workdir {workdir!r} has no {sweep_record.RECORD_FILE} (or it is empty): nothing to "
+            "write events of"
+        )
+    resolved = read_sweep_json(workdir)
+    unpacked = sweep_record.missing_runs(workdir, record)
+    sweep_record.unpack_missing(workdir, record)
+    scalars = sum(sweep_record.write_events(run_dir(workdir, *key)) for key in unpacked)
+    records = [read_run(workdir, *key) for key in record]
+    sweep = Sweep.from_dict(resolved)
+    sessions = sweep_hparams.write_sessions(
+        workdir, sweep, resolved["config_spec"], records, resolved.get("cwd")
+    )
+    return (
+        f"{len(unpacked)} runs unpacked from {sweep_record.RECORD_FILE} with {scalars} scalars; "
+        f"{sessions} HParams sessions: tensorboard --logdir {workdir}"
+    )
+
+
 def _main(argv: Sequence[str]) -> int:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments: {argv[1:]}")
@@ -117,6 +158,11 @@ def _main(argv: Sequence[str]) -> int:
         return 0
     if f.runs_csv and not f.report_only:
         raise ValueError("--runs_csv only works with --report_only")
+    if f.force and not f.report_only:
+        raise ValueError("--force only works with --report_only")
+    if f.tensorboard:
+        print(tensorboard_events(workdir))
+        return 0
     if f.report_only:
         if f.sweep:
             stored = read_sweep_json(workdir)
@@ -128,7 +174,7 @@ def _main(argv: Sequence[str]) -> int:
                 stored.get("quick", False),
                 stored.get("main_module", DEFAULT_MAIN),
             )
-        print(write_report(workdir, runs_csv=f.runs_csv or None))
+        print(write_report(workdir, runs_csv=f.runs_csv or None, force=f.force))
         return 0
     if not f.sweep:
         raise ValueError("--sweep is required (unless --report_only or --status)")

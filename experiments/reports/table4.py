@@ -34,10 +34,12 @@ plain positions (tensor2tensor's Transformer) is read at plain positions in both
 """
 
 import argparse
+import contextlib
 import functools
 import json
 from pathlib import Path
 
+from transformer_jax import sweep_record
 from transformer_jax.layers.positional import EVAL_POSITIONS
 from transformer_jax.report import stats
 from transformer_jax.sweep_dir import read_runs_csv
@@ -183,7 +185,17 @@ def task_row(task: str, records: dict, reading: str = PLAIN) -> str:
 
 def table4(results: Path, offsets: str = "step_offset") -> str:
     """The markdown of table4.md from RESULTS/<task>/runs.csv, for the tasks that have one: the
-    plain reading, then the `offsets` reading where the runs have been read again so."""
+    plain reading, then the `offsets` reading where the runs have been read again so (their
+    eval_positions/ files, from the run directories or, in a committed folder, the runs.jsonl
+    that records them: transformer_jax/sweep_record.py)."""
+    with contextlib.ExitStack() as stack:
+        for task in PAPER:
+            if (results / task).is_dir():
+                stack.enter_context(sweep_record.unpacked(str(results / task)))
+        return _table4(results, offsets)
+
+
+def _table4(results: Path, offsets: str) -> str:
     records = {
         task: read_runs_csv(str(results / task / "runs.csv"), str(results / task))
         for task in PAPER

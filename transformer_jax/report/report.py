@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from transformer_jax import environment
+from transformer_jax import environment, sweep_record
 from transformer_jax.report import (
     bleu_bootstrap,
     equivalence,
@@ -30,7 +30,7 @@ from transformer_jax.report.factorial_tables import EFFECTS_CSV
 from transformer_jax.run_dir import git_commit, read_config
 from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep.spec import Sweep, format_override
-from transformer_jax.sweep_dir import read_sweep_json
+from transformer_jax.sweep_dir import DONE_STATUSES, read_runs_csv, read_sweep_json
 
 REPORT_FILE = "report.md"
 RESULTS_CSV = "results.csv"
@@ -144,24 +144,62 @@ def _isolation_plots(workdir: str, sweep: Sweep, runs) -> list[tuple[str, str]]:
     return out
 
 
+def _finished(records) -> int:
+    return sum(r.status in DONE_STATUSES for r in records)
+
+
+def check_not_fewer(workdir: str, records, force: bool) -> None:
+    """Refuses (ValueError, before anything is written) a report listing fewer finished or
+    diverged runs than the WORKDIR/runs.csv it would replace, unless `force`."""
+    path = os.path.join(workdir, RUNS_CSV)
+    try:
+        before = _finished(read_runs_csv(path, workdir).values()) if os.path.isfile(path) else 0
+    except ValueError:
+        before = 0  # not a runs.csv this reads: nothing it could keep
+    if not force and _finished(records) < before:
+        raise ValueError(
+            f"the report would list {_finished(records)} finished runs where {path} lists "
+            f"{before}: their run directories are missing and {sweep_record.RECORD_FILE} does "
+            "not record them; nothing was written (--force writes it anyway)"
+        )
+
+
 def write_report(
     workdir: str,
     digits: int = 3,
     confidence: float = 0.95,
     runs_csv: str | Sequence[str] | None = None,
+    force: bool = False,
 ) -> str:
     """Writes all report files into workdir and returns the path of report.md.
 
+    The runs are read from their run directories, and those WORKDIR/runs.jsonl records but
+    whose directories are gone (a committed results/ folder) from the record
+    (transformer_jax/sweep_record.py), which is then rewritten with every ended run. Without
+    run directories and a record, from WORKDIR/runs.csv (a folder committed before records).
+
     runs_csv: read the runs from this runs.csv (or these, see summary.read_runs) instead of the
-    run directories (a committed results/ folder holds no run directories); learning curves
-    cannot be redrawn then, so the figures an earlier report drew are kept.
+    run directories; learning curves cannot be redrawn then, so the figures an earlier report
+    drew are kept.
+    force: write even a report with fewer finished runs than the runs.csv it replaces.
     """
     if isinstance(runs_csv, str):
         runs_csv = [runs_csv]
     resolved = read_sweep_json(workdir)
     sweep = Sweep.from_dict(resolved)
+    with sweep_record.unpacked(workdir) as record:
+        return _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv, force)
+
+
+def _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv, force) -> str:
     runs = summary.read_runs(sweep, workdir, runs_csv)
+    committed = os.path.join(workdir, RUNS_CSV)
+    never_run = all(r.status == "missing" for records in runs.values() for r in records)
+    if runs_csv is None and never_run and os.path.isfile(committed):
+        runs_csv = [committed]  # a folder committed before records: its runs.csv is all it has
+        runs = summary.read_runs(sweep, workdir, runs_csv)
     all_runs = tuning.recorded_runs(sweep, runs)
+    check_not_fewer(workdir, all_runs, force)
     # Each ended run's TensorBoard HParams session, also for runs that predate them.
     sweep_hparams.write_sessions(
         workdir, sweep, resolved["config_spec"], all_runs, resolved.get("cwd")
@@ -175,6 +213,16 @@ def write_report(
     rows = summary.summarize(sweep, runs, confidence)
     metric_tables = factorial.metric_tables(sweep, rows, confidence)
 
+    if runs_csv is None:
+        # Every ended run, and those recorded before whose variant or seed the sweep has since
+        # dropped (a record loses nothing by a narrower report).
+        ended = [r for r in all_runs if r.status in sweep_record.RECORDED_STATUSES]
+        keys = {(r.variant, r.seed) for r in ended}
+        sweep_record.write_record(
+            workdir,
+            [sweep_record.entry(r.path, r.variant, r.seed, r.status) for r in ended]
+            + [item for key, item in record.items() if key not in keys],
+        )
     with open(os.path.join(workdir, RESULTS_CSV), "w") as f:
         f.write(tables.results_csv(rows, sweep.metrics, confidence))
     with open(os.path.join(workdir, RUNS_CSV), "w") as f:

@@ -53,7 +53,7 @@ from typing import Any
 
 from absl import logging
 
-from transformer_jax import environment, sweep_dir
+from transformer_jax import environment, sweep_dir, sweep_record
 from transformer_jax.run_dir import COMMAND_FILE, LOG_FILE, git_commit
 from transformer_jax.sweep import code_version, launcher, selection
 from transformer_jax.sweep import hparams as sweep_hparams
@@ -399,6 +399,9 @@ def locked_sweep(
                 **invocation,
             },
         )
+        # A sweep resumed from a record (a copy of a committed results/ folder): its recorded
+        # runs come back as run directories, so the runs below skip them as done.
+        sweep_record.unpack_missing(workdir, sweep_record.read_record(workdir))
         yield workdir, config_spec, specs, code
 
 

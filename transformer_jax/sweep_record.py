@@ -1,0 +1,174 @@
+"""A sweep's record of its runs: WORKDIR/runs.jsonl, what a committed results/ folder keeps of
+its run directories (docs/sweeps.md, "The record of a sweep's runs").
+
+One JSON object per line, one line per ended run (finished, diverged or failed), in sweep order:
+
+    {"variant": "<run variant>", "seed": 0, "status": "finished",
+     "files": {"config.json": "<its text>", "metrics.jsonl": "<its text>", ...}}
+
+`files` holds every text file of the run directory, by its path relative to it, byte for byte:
+config.json (the resolved config and the trainer's commit), command.txt (the command, with its
+overrides), code.json (commit and diff hash of each launch), summary.json, metrics.jsonl (the
+whole training and evaluation history), failure.json, and what evaluators and analyses add
+(translations/, eval_positions/). Left out: what is rebuilt or serves only a live run
+(`LEFT_OUT`: checkpoints, TensorBoard event files, hparams.json, run.log, the tokenizer copies,
+locks) and binary files. `unpack` writes the files back, so every reader of run directories
+(the report, its curves, experiments/reports/) reads a recorded run as it read the original;
+`write_events` rebuilds a run's TensorBoard scalars from its metrics.jsonl.
+
+The report writes the record (report/report.py) from the run directories, keeping the recorded
+runs whose directories are gone; a sweep started in a folder with a record first unpacks the
+runs it lacks (sweep/runner.py), so they are not trained again.
+"""
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from transformer_jax import run_dir as run_files
+
+RECORD_FILE = "runs.jsonl"
+RECORDED_STATUSES = ("finished", "diverged", "failed")
+# Names (files or directories, at any depth of a run directory) the record leaves out.
+LEFT_OUT = (
+    run_files.CHECKPOINT_DIR,
+    run_files.HPARAMS_FILE,  # rewritten by the report (sweep/hparams.py)
+    run_files.LOG_FILE,  # the console output; failure.json keeps a failed run's stderr tail
+    run_files.TOKENIZER_FILE,  # rebuilt from the data; needed only beside a checkpoint
+    run_files.TOKENIZER_MODEL_FILE,
+    run_files.LOCK_FILE,
+    run_files.PROFILE_DIR,
+    "wandb",
+)
+_EVENTS_PREFIX = "events.out.tfevents."
+
+Entry = dict[str, Any]  # one line of the record
+
+
+def _kept(name: str) -> bool:
+    return (
+        name not in LEFT_OUT and not name.startswith(_EVENTS_PREFIX) and not name.endswith(".tmp")
+    )
+
+
+def entry(path: str, variant: str, seed: int, status: str) -> Entry:
+    """The record line of the run directory `path` of (variant, seed), ended with `status`."""
+    files = {}
+    for parent, dirs, names in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if _kept(d))
+        for name in sorted(filter(_kept, names)):
+            full = os.path.join(parent, name)
+            with open(full, "rb") as f:
+                content = f.read()
+            with contextlib.suppress(UnicodeDecodeError):  # binary files are left out
+                files[os.path.relpath(full, path).replace(os.sep, "/")] = content.decode("utf-8")
+    return {"variant": variant, "seed": seed, "status": status, "files": files}
+
+
+def record_path(workdir: str) -> str:
+    return os.path.join(workdir, RECORD_FILE)
+
+
+def read_record(workdir: str) -> dict[tuple[str, int], Entry]:
+    """(run variant, seed) -> its line of WORKDIR/runs.jsonl; {} when there is none. A line that
+    is not a record entry is a ValueError naming the file and line."""
+    path = record_path(workdir)
+    if not os.path.isfile(path):
+        return {}
+    entries: dict[tuple[str, int], Entry] = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                key = (item["variant"], int(item["seed"]))
+                if item["status"] not in RECORDED_STATUSES or not isinstance(item["files"], dict):
+                    raise ValueError
+            except (ValueError, KeyError, TypeError):
+                raise ValueError(
+                    f"{path}:{number}: not a run of the record (a JSON object with variant, "
+                    f"seed, status one of {', '.join(RECORDED_STATUSES)}, and files)"
+                ) from None
+            if key in entries:
+                raise ValueError(f"{path}:{number}: {key[0]}/seed_{key[1]} is recorded twice")
+            entries[key] = item
+    return entries
+
+
+def write_record(workdir: str, entries: Iterable[Entry]) -> None:
+    """Writes WORKDIR/runs.jsonl atomically, one line per entry in the given order."""
+    lines = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in entries]
+    run_files.write_text(record_path(workdir), "".join(lines))
+
+
+def unpack(item: Entry, path: str) -> None:
+    """Writes the recorded files of `item` into the run directory `path`."""
+    for name, text in item["files"].items():
+        target = os.path.join(path, *name.split("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        run_files.write_text(target, text)
+
+
+def missing_runs(workdir: str, record: Mapping[tuple[str, int], Entry]) -> list[tuple[str, int]]:
+    """The recorded runs whose run directory WORKDIR lacks."""
+    return [
+        key
+        for key in record
+        if not os.path.exists(run_files.seed_dir(os.path.join(workdir, key[0]), key[1]))
+    ]
+
+
+def unpack_missing(workdir: str, record: Mapping[tuple[str, int], Entry]) -> list[str]:
+    """Unpacks the recorded runs WORKDIR lacks into their run directories; returns, for each,
+    the outermost directory it created (removing those removes what was unpacked)."""
+    created = []
+    for variant, seed in missing_runs(workdir, record):
+        path = run_files.seed_dir(os.path.join(workdir, variant), seed)
+        outermost = path
+        while not os.path.exists(os.path.dirname(outermost)):
+            outermost = os.path.dirname(outermost)
+        unpack(record[(variant, seed)], path)
+        if outermost not in created:
+            created.append(outermost)
+    return created
+
+
+@contextlib.contextmanager
+def unpacked(workdir: str) -> Iterator[dict[tuple[str, int], Entry]]:
+    """The recorded runs WORKDIR lacks, unpacked into their run directories while the block
+    runs and removed after it (with whatever was written into them meanwhile, e.g. the
+    report's HParams sessions); yields the record."""
+    record = read_record(workdir)
+    created = unpack_missing(workdir, record)
+    try:
+        yield record
+    finally:
+        for path in reversed(created):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def write_events(path: str) -> int:
+    """Writes a TensorBoard event file of the scalars in the run directory's metrics.jsonl, as
+    the trainer logged them (`<split>/<metric>` at each step); returns how many."""
+    # Here, not at the top: tensorboardX is needed only by this command.
+    from transformer_jax.train.event_file import EventFile
+
+    events, count = EventFile(path, None), 0
+    try:
+        with open(os.path.join(path, run_files.METRICS_FILE)) as f:
+            for line in f:
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a kill, as read_curve skips it
+                for name, value in event.items():
+                    if name not in ("step", "split", "time") and isinstance(value, int | float):
+                        events.add_scalar(f"{event['split']}/{name}", float(value), event["step"])
+                        count += 1
+    finally:
+        events.close()
+    return count
