@@ -72,14 +72,19 @@ class RunSpec:
 class GroupSpec:
     """Runs trained by one process as one program (transformer_jax/train/seed_group.py): the
     seeds of one run variant as a seed group (`main --seeds`), or a tuned cell's settings and
-    seeds as a run group (`main --runs`); `argv` trains all of `runs`."""
+    seeds as a run group (`main --runs`); `argv` trains all of `runs`. `held`: the group's runs
+    that ended before this launch, in `argv` too, so that the group is the program it was
+    (sweep/runner.py `launches`); the trainer leaves them as they are, and so does the launch
+    (no command.txt, code.json or run.log line of theirs changes)."""
 
     runs: tuple[RunSpec, ...]
     argv: tuple[str, ...]
+    held: tuple[RunSpec, ...] = ()
 
     @property
     def kind(self) -> str:
-        return "seed group" if len({r.variant for r in self.runs}) == 1 else "run group"
+        variants = {r.variant for r in (*self.runs, *self.held)}
+        return "seed group" if len(variants) == 1 else "run group"
 
     @property
     def name(self) -> str:
@@ -314,8 +319,10 @@ def record_outcome(
     spec, rc = spec or run.spec, run.proc.returncode
     record = sweep_dir.read_run(workdir, spec.variant, spec.seed)
     if record.status == "finished":
-        # A seed group exits with DIVERGED_EXIT_CODE when any of its seeds diverged.
-        sibling_diverged = len(run.runs) > 1 and rc == DIVERGED_EXIT_CODE
+        # A seed group exits with DIVERGED_EXIT_CODE when any of its seeds diverged (one held
+        # from before included).
+        members = len(run.runs) + len(getattr(run.spec, "held", ()))
+        sibling_diverged = members > 1 and rc == DIVERGED_EXIT_CODE
         if rc != 0 and not sibling_diverged:
             logging.warning("%s wrote a finished summary but exited with %d", spec.name, rc)
         return record

@@ -116,11 +116,24 @@ class RunHost:
             with contextlib.suppress(OSError):
                 self.workdir.rmdir()
 
-    def check_resume(self, tokenizer) -> None:
+    def check_resume(self, tokenizer, *, hold_ended: bool = False) -> None:
         """Refuses (ValueError) data whose tokenizer is not the run's (the same ids would mean
-        other text), then any config change a resume may not make; reads, never writes."""
+        other text), then any config change a resume may not make; reads, never writes.
+
+        `hold_ended` (a member of a group): a run whose summary.json is final ("finished" or
+        "diverged") and that the resume changes nothing in has ended; it is held (`held`):
+        not opened, trained or written again, its summary as it was."""
         self._has_tokenizer = tokenizers.check_stored_tokenizer(self.workdir, tokenizer)
         self._changes = resume_changes(self.workdir, self.resolved)
+        if hold_ended and not self._changes:
+            summary = run_dir.read_summary(self.workdir)
+            if summary is not None and summary.status in run_dir.FINAL_STATUSES:
+                self.ended = summary
+
+    @property
+    def held(self) -> bool:
+        """Ended before this process opened it (`check_resume`'s `hold_ended`)."""
+        return self.ended is not None and self.checkpointer is None
 
     def open(self, closing: contextlib.ExitStack, initial_state, tokenizer, num_params: int):
         """Opens the checkpoints and metrics and restores the latest checkpoint (parameters,
