@@ -365,7 +365,9 @@ def code_label(version: Mapping[str, Any]) -> str:
     """One code version as text: the commit, then "+diff:<sha256>" when trained from
     uncommitted changes (code.json's entries, sweep/code_version.py)."""
     commit = str(version.get(GIT_COMMIT_KEY) or "unknown")
-    diff = version.get("diff_sha256")
+    diff, files = version.get("diff_sha256"), version.get("files_sha256")
+    if files:  # no git could check it: the hash of the code's files
+        return f"{commit}+files:{files}"
     return f"{commit}+diff:{diff}" if diff else commit
 
 

@@ -28,6 +28,7 @@ from absl import logging
 
 from transformer_jax import sweep_dir
 from transformer_jax.commands import recorded_shell_command
+from transformer_jax.sweep import code_version
 from transformer_jax.run_dir import (
     COMMAND_FILE,
     DIVERGED_EXIT_CODE,
@@ -55,8 +56,9 @@ class RunSpec:
     # hparams.json of the run (run_dir.HPARAMS_FILE: sweep name and hparams), written when it
     # is launched; {} writes none.
     hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
-    # The code version it is launched at (sweep/code_version.py), appended to its code.json
-    # (run_dir.CODE_FILE) when launched; {} records none.
+    # The code version of the sweep's launch (sweep/code_version.py); not {}: the run records
+    # in its code.json (run_dir.CODE_FILE) the version read when it starts (`Launch`), which
+    # differs where the code was edited meanwhile. {} records none.
     code: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
@@ -229,6 +231,8 @@ class Launch:
             variables["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         env = {**os.environ, **variables}
         self.command_line = recorded_shell_command(spec.argv, cwd, variables)
+        # The code this process trains with: read now, not at the sweep's launch.
+        code = code_version.read(cwd).to_json() if any(r.code for r in spec.runs) else None
         for run in spec.runs:
             os.makedirs(run.path, exist_ok=True)
             with open(os.path.join(run.path, COMMAND_FILE), "w") as f:
@@ -246,7 +250,7 @@ class Launch:
             if run.hparams:
                 write_json(os.path.join(run.path, HPARAMS_FILE), run.hparams)
             if run.code:
-                record_code(run.path, run.code)
+                record_code(run.path, code)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(run.path, FAILURE_FILE))
         self.spec = spec
