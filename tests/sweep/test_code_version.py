@@ -116,8 +116,6 @@ def test_runs_at_two_commits_are_marked_mixed(repo):
     assert f"`{first}` (1 runs)" in text and f"`{second}` (1 runs)" in text
 
 
-
-
 # A stand-in trainer that edits the code as it trains seed 0 (as a user editing a file while the
 # sweep runs), then trains as fake_main does.
 EDITING_MAIN = """

@@ -55,8 +55,7 @@ def _train_as_the_sweep_does(workdir, config) -> list[list[str]]:
     todo = [
         s
         for s in stage
-        if sweep_dir.read_run(str(workdir), s.variant, s.seed).status
-        not in sweep_dir.DONE_STATUSES
+        if sweep_dir.read_run(str(workdir), s.variant, s.seed).status not in sweep_dir.DONE_STATUSES
     ]
     trained = []
     for unit in runner.launches(SWEEP, str(workdir), todo, SPEC, runner.DEFAULT_MAIN, True, stage):
@@ -117,7 +116,7 @@ def _resume_and_compare(reference, workdir, held: list[int]):
     assert _train_as_the_sweep_does(workdir, config) == [
         [name for i, name in enumerate(NAMES) if i not in held]
     ]
-    for i, name in enumerate(NAMES):
+    for name in NAMES:
         assert read_metrics(workdir / name) == read_metrics(reference_dir / name), name
         reference_summary = run_dir.read_summary(reference_dir / name)
         summary = run_dir.read_summary(workdir / name)
@@ -130,7 +129,9 @@ def _resume_and_compare(reference, workdir, held: list[int]):
         assert _files(workdir, NAMES[i]) == before[i], f"{NAMES[i]} was written again"
 
 
-def test_a_group_with_a_diverged_member_resumes_as_the_whole_group(reference, tmp_path, monkeypatch):
+def test_a_group_with_a_diverged_member_resumes_as_the_whole_group(
+    reference, tmp_path, monkeypatch
+):
     """The third rate diverged at step 5; the group is killed at the second member's step-5
     save, after the first member's: the rerun trains the first two in the group of three."""
     config, _ = reference

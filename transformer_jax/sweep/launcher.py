@@ -28,7 +28,6 @@ from absl import logging
 
 from transformer_jax import sweep_dir
 from transformer_jax.commands import recorded_shell_command
-from transformer_jax.sweep import code_version
 from transformer_jax.run_dir import (
     COMMAND_FILE,
     DIVERGED_EXIT_CODE,
@@ -39,6 +38,7 @@ from transformer_jax.run_dir import (
     record_code,
     write_json,
 )
+from transformer_jax.sweep import code_version
 
 STDERR_TAIL_LINES = 60
 LOCK_FILE = ".sweep.lock"

@@ -167,8 +167,10 @@ class RunHost:
             state, data_state = restored
             self.step = int(state.step)
             self.train_iter.set_state(data_state)
-            self.logger.truncate_after(self.step)
             loop = self.checkpointer.restore_loop_state(self.step)
+            if self.primary:  # metrics.jsonl as the checkpoint saw it, lines after it aside
+                run_dir.check_prefix(self.workdir, run_dir.METRICS_FILE, loop.get("metrics"))
+            self.logger.truncate_after(self.step)
             if self._changes and self.primary:
                 run_dir.record_resume(self.workdir, self.step, self._changes)
             print(f"Resumed {run_dir.shown(self.workdir)} at step {self.step}.", flush=True)
@@ -176,6 +178,8 @@ class RunHost:
             self.logger.truncate_after(0)  # Lines of a process killed before its first checkpoint.
             if self.primary:  # Nothing trained yet: this config is the run's.
                 run_dir.write_config(self.workdir, self.resolved)
+        if self.primary:  # What is kept of metrics.jsonl; it only grows from here.
+            run_dir.record_checksum(self.workdir, run_dir.METRICS_FILE, self.logger.checksum())
         if tokenizer is not None and not self._has_tokenizer and self.primary:
             if restored is not None:
                 print(
@@ -283,6 +287,8 @@ class RunHost:
             "window_elapsed_s": time.perf_counter() - self.window_start,
             "rates": self.rates,
             "curve": self.curve.state(),
+            # metrics.jsonl up to this save: a resume refuses one edited since (check_prefix).
+            "metrics": self.logger.checksum(),
         }
         if self.early_stop is not None:
             state["early_stop"] = self.early_stop.summary()
