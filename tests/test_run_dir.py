@@ -43,7 +43,9 @@ def test_summary_round_trips_and_reads_what_earlier_code_wrote(tmp_path):
     )
     run_dir.write_summary(tmp_path, summary)
     assert run_dir.read_summary(tmp_path) == summary
-    # summary.json as the trainer wrote it by hand before RunSummary, plus a field from the future.
+    # summary.json as the trainer wrote it by hand before RunSummary (and before checksums.json),
+    # plus a field from the future.
+    (tmp_path / run_dir.CHECKSUMS_FILE).unlink()
     written_before = {
         "status": "diverged",
         "step": 20,
@@ -64,7 +66,9 @@ def test_evaluator_fields_round_trip_in_extras_and_a_top_level_bleu_is_read_into
     summary = run_dir.RunSummary("finished", 60, extras={"bleu": bleu, "examples": {"n": 3}})
     run_dir.write_summary(tmp_path, summary)
     assert run_dir.read_summary(tmp_path) == summary
-    # summary.json as written before extras: "bleu" at the top level, null without BLEU.
+    # summary.json as written before extras (and checksums.json): "bleu" at the top level, null
+    # without BLEU.
+    (tmp_path / run_dir.CHECKSUMS_FILE).unlink()
     before = {"status": "finished", "step": 60, "metrics": {}, "bleu": bleu, "timing": None}
     (tmp_path / "summary.json").write_text(json.dumps(before))
     assert run_dir.read_summary(tmp_path).extras == {"bleu": bleu}

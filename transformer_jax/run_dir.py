@@ -14,6 +14,7 @@ damaged config.json by name.
 
 import dataclasses
 import fcntl
+import hashlib
 import json
 import os
 import subprocess
@@ -35,6 +36,11 @@ COMMAND_FILE = "command.txt"  # the sweep runner: the exact command that (re)sta
 LOG_FILE = "run.log"  # the sweep runner: the run's stdout and stderr
 LOCK_FILE = ".train.lock"  # the trainer: flock-ed while a process trains the run (lock_run)
 FAILURE_FILE = "failure.json"  # the sweep runner: return code, error and stderr tail
+# The SHA-256 of the run's records (tamper evidence; docs/reliability.md): {"summary.json":
+# [sha256], "tokenizer.json": [sha256], "metrics.jsonl": {"bytes", "sha256"} of its first bytes}.
+# A list holds the hashes a reader accepts: two while the file is being replaced
+# (`write_recorded`), one otherwise.
+CHECKSUMS_FILE = "checksums.json"
 # The sweep runner, at every launch that changes it: {"launches": [{"git_commit",
 # "diff_sha256"}, ...]}, the code version each launch trained at (sweep/code_version.py).
 CODE_FILE = "code.json"
@@ -212,8 +218,95 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
     numpy/jax scalars and arrays are converted with `.tolist()`.
     """
-    text = json.dumps(obj, indent=2, default=lambda x: np.asarray(x).tolist())
-    write_text(path, text + "\n")
+    write_text(path, json_text(obj))
+
+
+def json_text(obj: Any) -> str:
+    """`obj` as `write_json` writes it."""
+    return json.dumps(obj, indent=2, default=lambda x: np.asarray(x).tolist()) + "\n"
+
+
+def sha256(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
+def read_checksums(workdir: str | os.PathLike) -> dict[str, Any]:
+    """checksums.json ({} without one: a run written before records carried checksums); a
+    damaged one is a ValueError naming it."""
+    path = os.path.join(workdir, CHECKSUMS_FILE)
+    if not os.path.exists(path):
+        return {}
+    record = read_json(path)
+    if not isinstance(record, dict):
+        raise ValueError(
+            f"{path} is damaged (not a JSON object of checksums): the run's records cannot be "
+            "verified; restore it from a copy of the run"
+        )
+    return record
+
+
+def _read_bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def write_recorded(workdir: str | os.PathLike, name: str, content: bytes, **entries: Any) -> None:
+    """Writes `content` to workdir/name atomically with its SHA-256 in checksums.json (and the
+    other `entries` there). The record first accepts the file's old bytes and the new ones,
+    then only the new: a kill between the writes leaves a run that verifies."""
+    path = os.path.join(workdir, name)
+    record = {**read_checksums(workdir), **entries}
+    old = _read_bytes(path)
+    new = sha256(content)
+    record[name] = [*([sha256(old)] if old is not None else []), new]
+    write_json(os.path.join(workdir, CHECKSUMS_FILE), record)
+    write_bytes(path, content)
+    record[name] = [new]
+    write_json(os.path.join(workdir, CHECKSUMS_FILE), record)
+
+
+def record_checksum(workdir: str | os.PathLike, name: str, entry: Any) -> None:
+    """Sets checksums.json's `name` entry (metrics.jsonl's `{"bytes", "sha256"}`)."""
+    write_json(os.path.join(workdir, CHECKSUMS_FILE), {**read_checksums(workdir), name: entry})
+
+
+def _tampered(path: str) -> ValueError:
+    return ValueError(
+        f"{path} does not match the SHA-256 its run's {CHECKSUMS_FILE} records (edited, "
+        "swapped with another run's, or damaged); restore it from a copy of the run"
+    )
+
+
+def check_recorded(workdir: str | os.PathLike, name: str, content: bytes) -> None:
+    """A ValueError naming workdir/name when checksums.json records other bytes for it; nothing
+    when it records none (a run from before checksums)."""
+    accepted = read_checksums(workdir).get(name)
+    if isinstance(accepted, list) and sha256(content) not in accepted:
+        raise _tampered(os.path.join(workdir, name))
+
+
+def check_prefix(workdir: str | os.PathLike, name: str, entry: Any) -> None:
+    """A ValueError naming workdir/name unless its first entry["bytes"] bytes hash to
+    entry["sha256"] (an appended file: metrics.jsonl); nothing when `entry` is None."""
+    if not isinstance(entry, dict):
+        return
+    path = os.path.join(workdir, name)
+    content = _read_bytes(path) or b""
+    size = entry.get("bytes")
+    if (
+        not isinstance(size, int)
+        or len(content) < size
+        or sha256(content[:size]) != entry.get("sha256")
+    ):
+        raise _tampered(path)
+
+
+def check_metrics(workdir: str | os.PathLike) -> None:
+    """metrics.jsonl against checksums.json (`check_prefix`)."""
+    check_prefix(workdir, METRICS_FILE, read_checksums(workdir).get(METRICS_FILE))
 
 
 def read_json(path: str | os.PathLike) -> Any | None:
@@ -349,14 +442,24 @@ def lock_holder(workdir: str | os.PathLike) -> int | None:
     return None
 
 
-def write_summary(workdir: str | os.PathLike, summary: RunSummary) -> None:
-    write_json(os.path.join(workdir, SUMMARY_FILE), summary.to_json())
+def write_summary(
+    workdir: str | os.PathLike, summary: RunSummary, metrics: Mapping[str, Any] | None = None
+) -> None:
+    """summary.json, its SHA-256 in checksums.json, with `metrics` (metrics.jsonl's `{"bytes",
+    "sha256"}` as the summary closes it) beside it."""
+    entries = {METRICS_FILE: dict(metrics)} if metrics is not None else {}
+    write_recorded(workdir, SUMMARY_FILE, json_text(summary.to_json()).encode(), **entries)
 
 
 def read_summary(workdir: str | os.PathLike) -> RunSummary | None:
-    """summary.json of the run, or None if there is none (or it does not parse as one)."""
+    """summary.json of the run, or None if there is none (or it does not parse as one); a
+    ValueError naming it when its bytes are not those checksums.json records."""
+    content = _read_bytes(os.path.join(workdir, SUMMARY_FILE))
+    if content is None:
+        return None
+    check_recorded(workdir, SUMMARY_FILE, content)
     try:
-        return RunSummary.from_json(read_json(os.path.join(workdir, SUMMARY_FILE)))
+        return RunSummary.from_json(json.loads(content))
     except (ValueError, TypeError):
         return None
 
@@ -365,7 +468,9 @@ def code_label(version: Mapping[str, Any]) -> str:
     """One code version as text: the commit, then "+diff:<sha256>" when trained from
     uncommitted changes (code.json's entries, sweep/code_version.py)."""
     commit = str(version.get(GIT_COMMIT_KEY) or "unknown")
-    diff = version.get("diff_sha256")
+    diff, files = version.get("diff_sha256"), version.get("files_sha256")
+    if files:  # no git could check it: the hash of the code's files
+        return f"{commit}+files:{files}"
     return f"{commit}+diff:{diff}" if diff else commit
 
 

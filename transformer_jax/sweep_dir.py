@@ -22,6 +22,7 @@ from transformer_jax.run_dir import (
     FINAL_STATUSES,
     GIT_COMMIT_KEY,
     METRICS_FILE,
+    check_metrics,
     code_label,
     read_code,
     read_config,
@@ -96,6 +97,7 @@ def read_run(workdir: str, variant: str, seed: int) -> RunRecord:
     if launches:
         git_commit = " ".join(dict.fromkeys(code_label(v) for v in launches))
     if summary is not None and summary.status in DONE_STATUSES:
+        check_metrics(path)  # the lines the summary closed, as they were written
         return RunRecord(
             variant=variant,
             seed=seed,

@@ -116,5 +116,53 @@ def test_runs_at_two_commits_are_marked_mixed(repo):
     assert f"`{first}` (1 runs)" in text and f"`{second}` (1 runs)" in text
 
 
-def test_outside_a_git_checkout_nothing_is_checked(project):
-    assert code_version.read(str(project)) == code_version.CodeVersion("unknown")
+# A stand-in trainer that edits the code as it trains seed 0 (as a user editing a file while the
+# sweep runs), then trains as fake_main does.
+EDITING_MAIN = """
+import sys
+if "--config.seed=0" in sys.argv:
+    with open("configs/fake.py", "a") as f:
+        f.write("# edited while the sweep runs\\n")
+import fake_main
+"""
+
+
+def test_code_edited_while_a_sweep_runs_is_recorded_by_the_runs_started_after(repo):
+    """Each run records the code read at its own start: seed 1, started after seed 0 edited
+    the tree, records the edit's diff; the report says the code was mixed and uncommitted."""
+    (repo / "editing_main.py").write_text(EDITING_MAIN)
+    git("add", "editing_main.py")
+    git("commit", "-q", "-m", "editing trainer")
+    head = git("rev-parse", "HEAD")
+    counts = run_sweep(
+        load_sweep("experiments/demo.py"),
+        "experiments/demo.py",
+        str(repo / "runs"),
+        variants=["base"],
+        main_module="editing_main",
+        machine=MACHINE,
+        seed_groups=False,
+    )
+    assert counts == {"finished": 2}
+    assert code_of(repo / "runs", 0) == [{"git_commit": head, "diff_sha256": None}]
+    [edited] = code_of(repo / "runs", 1)
+    assert edited["git_commit"] == head and edited["diff_sha256"] is not None
+    text = open_text(write_report(str(repo / "runs")))
+    assert "> ⚠ **Uncommitted code**: 1 run(s)" in text and "**Mixed code**" in text
+
+
+def test_where_git_cannot_check_the_launch_says_so_and_records_the_files_hash(
+    project, monkeypatch, capsys
+):
+    """Outside a checkout, and with no git on PATH: one line says why the check cannot run;
+    each run records "unknown" and the sha256 of the code's files, which an edit changes."""
+    outside = code_version.checked(allow_dirty=False, cwd=str(project))
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "dirty-tree check cannot run" in line and "is not in a git checkout" in line
+    assert outside.commit == "unknown" and len(outside.files_sha256) == 64
+    assert "launched outside the checkout" in code_version.read(str(project / "configs")).unchecked
+    monkeypatch.setenv("PATH", str(project / "nowhere"))
+    assert code_version.read(str(project)).unchecked == "no git on PATH"
+    with open(project / "configs" / "fake.py", "a") as f:
+        f.write("# an edit\n")
+    assert code_version.read(str(project)).files_sha256 != outside.files_sha256

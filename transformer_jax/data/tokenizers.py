@@ -9,6 +9,7 @@ the stored one (`read_tokenizer`) and a resume refuses data whose tokenizer diff
 """
 
 import hashlib
+import json
 import os
 import string
 import tempfile
@@ -207,7 +208,8 @@ def write_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> None:
     else:
         raise ValueError(f"cannot store a tokenizer of type {type(tokenizer).__name__}")
     spec["source"] = tokenizer.source
-    run_dir.write_json(os.path.join(directory, run_dir.TOKENIZER_FILE), spec)
+    # Its SHA-256 in the run's checksums.json: an edited alphabet is refused on reading.
+    run_dir.write_recorded(directory, run_dir.TOKENIZER_FILE, run_dir.json_text(spec).encode())
 
 
 def read_tokenizer(directory: str | os.PathLike) -> Tokenizer | None:
@@ -217,12 +219,18 @@ def read_tokenizer(directory: str | os.PathLike) -> Tokenizer | None:
     A stored tokenizer that cannot be read as written is a ValueError naming the file, never
     taken as absent (a resume would rebuild it from a corpus that may have changed since): a
     tokenizer.json cut short, a SentencePiece model missing, damaged or swapped for another
-    (its sha256 differs from the one tokenizer.json recorded).
+    (its sha256 differs from the one tokenizer.json recorded), a tokenizer.json whose bytes
+    are not those the run's checksums.json records (an edited or permuted alphabet).
     """
     path = os.path.join(directory, run_dir.TOKENIZER_FILE)
     if not os.path.exists(path):
         return None
-    spec = run_dir.read_json(path)
+    with open(path, "rb") as f:
+        content = f.read()
+    try:
+        spec = json.loads(content)
+    except ValueError:
+        spec = None
     alphabet = spec.get("alphabet") if isinstance(spec, dict) else None
     char = isinstance(spec, dict) and spec.get("kind") == "char"
     if (
@@ -234,6 +242,7 @@ def read_tokenizer(directory: str | os.PathLike) -> Tokenizer | None:
             f"{path} is damaged (not the JSON of a stored tokenizer); restore it from a copy "
             "of the run, or train in a new --workdir"
         )
+    run_dir.check_recorded(directory, run_dir.TOKENIZER_FILE, content)
     if spec["kind"] == "char":
         return CharTokenizer(alphabet, source=spec.get("source", "the alphabet"))
     model_path = os.path.join(directory, run_dir.TOKENIZER_MODEL_FILE)

@@ -71,6 +71,13 @@ def code_warning(records) -> list[str]:
             f"> ⚠ **Uncommitted code**: {dirty} run(s) were trained from a tree with uncommitted "
             "changes (`+diff:` gives the sha256 of the changes, `-dirty` an unrecorded one)."
         )
+    unchecked = sum(any("+files:" in v for v in r.code_versions) for r in records)
+    if unchecked:
+        lines.append(
+            f"> ⚠ **Unchecked code**: {unchecked} run(s) were trained where git could not check "
+            "the tree (no git, or launched outside the checkout); `+files:` gives the sha256 of "
+            "the code's files instead."
+        )
     return [*lines, ""] if lines else []
 
 

@@ -9,15 +9,28 @@ config and sweep files) and refuses uncommitted changes, untracked files include
 TRACKED_DIRS unless `--allow_dirty`. Each launched run records the version in its code.json
 (run_dir.CODE_FILE): the commit and, from a dirty tree, the sha256 of `git diff HEAD` of those
 directories (followed by the path and bytes of each untracked file there), so two dirty launches
-are told apart. Outside a git checkout (an installed package) nothing is checked and the commit
-is "unknown".
+are told apart.
+
+Each run's record is read when the run starts (sweep/launcher.py `Launch`), not when the sweep
+is launched: code edited while a sweep runs shows in the runs started after the edit (their
+diff_sha256), and the report marks them (uncommitted, mixed code).
+
+Where the check cannot run (no git on PATH; a launch directory outside a git checkout, or
+holding none of TRACKED_DIRS: launched outside the checkout) the launch says so in one line,
+and each run records the commit as "unknown" and, instead, files_sha256: the sha256 of the
+code's files (the imported package's and the launch directory's TRACKED_DIRS, each path and its
+bytes, in path order), so that runs of different code are still told apart.
 """
 
 import dataclasses
 import hashlib
 import os
+import shutil
 import subprocess
+import sys
 from typing import Any
+
+import transformer_jax
 
 # The directories whose uncommitted changes make a sweep's runs a different program.
 TRACKED_DIRS = ("transformer_jax", "configs", "experiments")
@@ -34,9 +47,14 @@ class CodeVersion:
     commit: str
     changed: tuple[str, ...] = ()
     diff_sha256: str | None = None
+    files_sha256: str | None = None  # where git could not check: the code's files (docstring)
+    unchecked: str | None = None  # why the dirty-tree check could not run
 
     def to_json(self) -> dict[str, Any]:
-        return {"git_commit": self.commit, "diff_sha256": self.diff_sha256}
+        out = {"git_commit": self.commit, "diff_sha256": self.diff_sha256}
+        if self.files_sha256 is not None:
+            out["files_sha256"] = self.files_sha256
+        return out
 
 
 def _git(args: list[str], cwd: str) -> subprocess.CompletedProcess:
@@ -45,10 +63,15 @@ def _git(args: list[str], cwd: str) -> subprocess.CompletedProcess:
 
 def read(cwd: str = ".") -> CodeVersion:
     """The code version of the checkout at `cwd` (see the module docstring)."""
+    if shutil.which("git") is None:
+        return _unchecked(cwd, "no git on PATH")
+    if not any(os.path.isdir(os.path.join(cwd, d)) for d in TRACKED_DIRS):
+        where = os.path.abspath(cwd)
+        return _unchecked(cwd, f"launched outside the checkout: {where} holds no {TRACKED_DIRS}")
     try:
         head = _git(["rev-parse", "HEAD"], cwd)
         if head.returncode != 0:
-            return CodeVersion(UNKNOWN)
+            return _unchecked(cwd, f"{os.path.abspath(cwd)} is not in a git checkout")
         status = _git(["status", "--porcelain", "--untracked-files=all", "--", *TRACKED_DIRS], cwd)
         changed = tuple(line[3:] for line in status.stdout.decode().splitlines() if line)
         if not changed:
@@ -61,15 +84,43 @@ def read(cwd: str = ".") -> CodeVersion:
             digest.update(path.encode() + b"\0")
             with open(os.path.join(cwd, path), "rb") as f:
                 digest.update(f.read())
-    except (OSError, subprocess.TimeoutExpired):
-        return CodeVersion(UNKNOWN)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return _unchecked(cwd, f"git failed ({type(error).__name__}: {error})")
     return CodeVersion(head.stdout.decode().strip(), changed, digest.hexdigest())
+
+
+def _unchecked(cwd: str, reason: str) -> CodeVersion:
+    """The version recorded where git cannot check the tree: "unknown", and the sha256 of the
+    code's files (the module docstring)."""
+    roots = [os.path.dirname(os.path.abspath(transformer_jax.__file__))]
+    roots += [os.path.join(cwd, d) for d in TRACKED_DIRS[1:] if os.path.isdir(os.path.join(cwd, d))]
+    files = sorted(
+        os.path.join(root, name)
+        for top in roots
+        for root, dirs, names in os.walk(top)
+        if "__pycache__" not in root
+        for name in names
+        if not name.endswith(".pyc")
+    )
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(os.path.relpath(path, os.path.dirname(roots[0])).encode() + b"\0")
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return CodeVersion(UNKNOWN, files_sha256=digest.hexdigest(), unchecked=reason)
 
 
 def checked(allow_dirty: bool, cwd: str = ".") -> CodeVersion:
     """The code version at `cwd`; a ValueError naming the changed paths when the tree has
     uncommitted changes under TRACKED_DIRS and `allow_dirty` is False."""
     version = read(cwd)
+    if version.unchecked is not None:
+        print(
+            f"warning: the dirty-tree check cannot run ({version.unchecked}); each run records "
+            f"git_commit {UNKNOWN!r} and files_sha256, the sha256 of the code's files, instead",
+            file=sys.stderr,
+            flush=True,
+        )
     if version.changed and not allow_dirty:
         shown = ", ".join(version.changed[:_SHOWN])
         more = len(version.changed) - _SHOWN

@@ -38,6 +38,7 @@ from transformer_jax.run_dir import (
     record_code,
     write_json,
 )
+from transformer_jax.sweep import code_version
 
 STDERR_TAIL_LINES = 60
 LOCK_FILE = ".sweep.lock"
@@ -55,8 +56,9 @@ class RunSpec:
     # hparams.json of the run (run_dir.HPARAMS_FILE: sweep name and hparams), written when it
     # is launched; {} writes none.
     hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
-    # The code version it is launched at (sweep/code_version.py), appended to its code.json
-    # (run_dir.CODE_FILE) when launched; {} records none.
+    # The code version of the sweep's launch (sweep/code_version.py); not {}: the run records
+    # in its code.json (run_dir.CODE_FILE) the version read when it starts (`Launch`), which
+    # differs where the code was edited meanwhile. {} records none.
     code: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
@@ -72,14 +74,19 @@ class RunSpec:
 class GroupSpec:
     """Runs trained by one process as one program (transformer_jax/train/seed_group.py): the
     seeds of one run variant as a seed group (`main --seeds`), or a tuned cell's settings and
-    seeds as a run group (`main --runs`); `argv` trains all of `runs`."""
+    seeds as a run group (`main --runs`); `argv` trains all of `runs`. `held`: the group's runs
+    that ended before this launch, in `argv` too, so that the group is the program it was
+    (sweep/runner.py `launches`); the trainer leaves them as they are, and so does the launch
+    (no command.txt, code.json or run.log line of theirs changes)."""
 
     runs: tuple[RunSpec, ...]
     argv: tuple[str, ...]
+    held: tuple[RunSpec, ...] = ()
 
     @property
     def kind(self) -> str:
-        return "seed group" if len({r.variant for r in self.runs}) == 1 else "run group"
+        variants = {r.variant for r in (*self.runs, *self.held)}
+        return "seed group" if len(variants) == 1 else "run group"
 
     @property
     def name(self) -> str:
@@ -224,6 +231,8 @@ class Launch:
             variables["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         env = {**os.environ, **variables}
         self.command_line = recorded_shell_command(spec.argv, cwd, variables)
+        # The code this process trains with: read now, not at the sweep's launch.
+        code = code_version.read(cwd).to_json() if any(r.code for r in spec.runs) else None
         for run in spec.runs:
             os.makedirs(run.path, exist_ok=True)
             with open(os.path.join(run.path, COMMAND_FILE), "w") as f:
@@ -241,7 +250,7 @@ class Launch:
             if run.hparams:
                 write_json(os.path.join(run.path, HPARAMS_FILE), run.hparams)
             if run.code:
-                record_code(run.path, run.code)
+                record_code(run.path, code)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(run.path, FAILURE_FILE))
         self.spec = spec
@@ -314,8 +323,10 @@ def record_outcome(
     spec, rc = spec or run.spec, run.proc.returncode
     record = sweep_dir.read_run(workdir, spec.variant, spec.seed)
     if record.status == "finished":
-        # A seed group exits with DIVERGED_EXIT_CODE when any of its seeds diverged.
-        sibling_diverged = len(run.runs) > 1 and rc == DIVERGED_EXIT_CODE
+        # A seed group exits with DIVERGED_EXIT_CODE when any of its seeds diverged (one held
+        # from before included).
+        members = len(run.runs) + len(getattr(run.spec, "held", ()))
+        sibling_diverged = members > 1 and rc == DIVERGED_EXIT_CODE
         if rc != 0 and not sibling_diverged:
             logging.warning("%s wrote a finished summary but exited with %d", spec.name, rc)
         return record

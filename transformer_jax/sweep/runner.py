@@ -31,8 +31,9 @@ a tree with uncommitted changes to the code is refused unless allow_dirty, and e
 run records its code version in code.json (sweep/code_version.py).
 
 Rerunning the same sweep resumes: finished and diverged runs (deterministic) are skipped,
-interrupted runs are relaunched (the trainer resumes from its checkpoints; the seeds still
-pending form the group) and failed runs are retried. A
+interrupted runs are relaunched (the trainer resumes from its checkpoints) and failed runs are
+retried; a group is relaunched whole, its ended runs held in their lanes (`launches`), so it
+is the program it was. A
 failing run writes failure.json and the sweep carries on. The command line
 (`python -m transformer_jax.sweep`) then writes the report (transformer_jax/report/report.py),
 which reads only the sweep directory (transformer_jax/sweep_dir.py).
@@ -159,18 +160,31 @@ def launches(
     config_spec: str,
     main_module: str,
     seed_groups: bool,
+    members: Sequence[RunSpec] | None = None,
 ) -> list[RunSpec | launcher.GroupSpec]:
     """What to start for the runs `todo`: with `seed_groups`, the runs of each variant as one
     seed group, and with nuisance the runs of each cell (its settings and seeds) as one run
     group where the settings differ only in optimizer scalars (`_group_key`): one process, one
-    vmapped program; a group with one run left runs alone. Otherwise every run by itself."""
+    vmapped program; a group of one run runs alone. Otherwise every run by itself.
+
+    A group is formed from `members` (default `todo`): the stage's selected runs, those already
+    done included. A resumed group is then the program it was: the runs that ended (finished,
+    diverged) are in its command and hold their lanes, untouched (train/loop.py), so the others
+    train as in the uninterrupted group, bit for bit; a group of only the runs left would be a
+    smaller program, whose batched matmuls round otherwise. A group none of whose runs is in
+    `todo` is not started."""
     if not seed_groups:
         return list(todo)
+    pending = set(todo)
     by_key: dict[tuple, list[RunSpec]] = {}
-    for spec in todo:
+    for spec in todo if members is None else members:
         by_key.setdefault(_group_key(sweep, spec.variant), []).append(spec)
     units: list[RunSpec | launcher.GroupSpec] = []
     for runs in by_key.values():
+        trained = tuple(r for r in runs if r in pending)
+        held = tuple(r for r in runs if r not in pending)
+        if not trained:
+            continue
         if len(runs) == 1:
             units.extend(runs)
         elif len({r.variant for r in runs}) == 1:
@@ -178,10 +192,10 @@ def launches(
             path = os.path.join(workdir, variant)
             seeds = [r.seed for r in runs]
             argv = build_argv(sweep, variant, seeds, path, config_spec, main_module)
-            units.append(launcher.GroupSpec(tuple(runs), argv))
+            units.append(launcher.GroupSpec(trained, argv, held))
         else:
             argv = build_group_argv(sweep, runs, config_spec, main_module)
-            units.append(launcher.GroupSpec(tuple(runs), argv))
+            units.append(launcher.GroupSpec(trained, argv, held))
     return units
 
 
@@ -480,7 +494,7 @@ def run_sweep(
                 kinds["incomplete"],
                 kinds["failed"],
             )
-            units = launches(sweep, workdir, todo, config_spec, main_module, seed_groups)
+            units = launches(sweep, workdir, todo, config_spec, main_module, seed_groups, stage)
             outcomes |= _run_all(
                 workdir, units, before, parallel, total, done, sweep.recorded_metrics, env
             )

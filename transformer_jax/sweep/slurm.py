@@ -684,7 +684,11 @@ def submit_sweep(
             name = os.path.splitext(os.path.basename(sweep_file))[0]
             executor.update_parameters(**slurm.executor_parameters(f"sweep_{name}"))
             cwd = os.getcwd()
-            units = runner.launches(sweep, workdir, todo, config_spec, main_module, seed_groups)
+            # A group's runs that have ended hold their lanes: the group stays one program.
+            done = [s for s, st in zip(specs, before, strict=True) if st.state in STATES[:2]]
+            units = runner.launches(
+                sweep, workdir, todo, config_spec, main_module, seed_groups, [*todo, *done]
+            )
             env = runner.compile_cache_env(workdir) if compile_cache else {}
             with _detached_output(launcher), executor.batch():
                 jobs = [executor.submit(TrainJob(workdir, unit, cwd, env)) for unit in units]

@@ -15,6 +15,7 @@ its TensorBoard HParams session and, with train.wandb_project, its W&B run, whic
 metrics line and, through `write_summary`, the summary.
 """
 
+import hashlib
 import json
 import math
 import os
@@ -91,6 +92,10 @@ class MetricsLogger:
         self._file: TextIO | None = None
         self._writer: EventFile | None = None
         self._purge_step: int | None = None
+        # metrics.jsonl's running SHA-256 and size, once `truncate_after` has read it (None:
+        # unknown, `checksum` reads the file).
+        self._digest: Any = None
+        self._bytes = 0
         self._last_train: tuple[int, float] | None = None  # (step, monotonic time)
         self._last_console = -math.inf
         self._line_open = False  # a \r progress line is on screen without a newline
@@ -109,6 +114,7 @@ class MetricsLogger:
             self._writer.close()
             self._writer = None
         self._purge_step = step + 1
+        self._digest, self._bytes = hashlib.sha256(), 0
         if not self.writes or not os.path.exists(self.path):
             return 0
         kept, dropped = [], 0
@@ -124,9 +130,26 @@ class MetricsLogger:
                     continue
                 kept.append(line.rstrip("\n"))
                 self._time_offset = max(self._time_offset, record.get("time", 0.0))
-        write_text(self.path, "".join(line + "\n" for line in kept))
+        text = "".join(line + "\n" for line in kept)
+        write_text(self.path, text)
+        self._digest.update(text.encode())
+        self._bytes = len(text.encode())
         self._start = time.monotonic()
         return dropped
+
+    def checksum(self) -> dict[str, Any] | None:
+        """metrics.jsonl as written so far: `{"bytes", "sha256"}` (run_dir.check_prefix); None
+        for a logger that writes nothing."""
+        if not self.writes:
+            return None
+        if self._digest is None:
+            try:
+                with open(self.path, "rb") as f:
+                    content = f.read()
+            except FileNotFoundError:
+                content = b""
+            return {"bytes": len(content), "sha256": hashlib.sha256(content).hexdigest()}
+        return {"bytes": self._bytes, "sha256": self._digest.hexdigest()}
 
     def elapsed(self) -> float:
         """Seconds of training so far, over every process of a resumed run: the "time" the next
@@ -151,8 +174,12 @@ class MetricsLogger:
         try:
             if self._file is None:
                 self._file = open(self.path, "a")  # noqa: SIM115 (lives until close())
-            self._file.write(json.dumps(record) + "\n")
+            line = json.dumps(record) + "\n"
+            self._file.write(line)
             self._file.flush()
+            if self._digest is not None:
+                self._digest.update(line.encode())
+                self._bytes += len(line.encode())
         except OSError as error:  # a full disk: say which file (the OSError of a write does not)
             if error.filename is not None:
                 raise
@@ -216,7 +243,7 @@ class MetricsLogger:
         """Writes summary.json, then ends the run's HParams session and W&B run with it."""
         if not self.writes:
             return
-        write_summary(self.workdir, summary)
+        write_summary(self.workdir, summary, metrics=self.checksum())
         if self._tracking is not None:
             self._tracking.end(summary)
 

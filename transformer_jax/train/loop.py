@@ -13,7 +13,8 @@ then each step dispatches one step of every run still training, and each run log
 checkpoints and ends on its own cadence. A run ends when it has trained `train.steps`, stops
 early (train/early_stop.py) or diverges; its lane of a group's program keeps computing, unread,
 while the others train. Runs restored at different steps (a group killed between its seeds'
-saves) each continue from their own step.
+saves) each continue from their own step; a group's run that ended before this process (its
+summary.json final) is held in its lane, untouched, so the group stays the program it was.
 
 Signals: SIGTERM/SIGINT checkpoint every run still training and return "stopped" summaries. The
 loop never runs more than MAX_STEPS_AHEAD steps ahead of the devices: JAX dispatch is
@@ -132,7 +133,7 @@ def train_runs(
             for run in runs:
                 run.claim(closing)
             for run in runs:
-                run.check_resume(info.tokenizer)
+                run.check_resume(info.tokenizer, hold_ended=len(runs) > 1)
         except ValueError:  # Another trainer holds a directory, or a resume is refused.
             closing.close()
             for run in runs:
@@ -144,10 +145,20 @@ def train_runs(
         # The placed states' shardings are the restore targets, so a checkpoint written on any
         # number of devices loads onto this run's devices.
         initial = program.initial_states()
+        # A member that ended before (`RunHost.check_resume`) keeps its lane, from its initial
+        # state, unread: the group stays the program it was, and the others train in it as
+        # they did before the interruption.
         states = [
-            run.open(closing, state, info.tokenizer, program.num_params)
+            state if run.held else run.open(closing, state, info.tokenizer, program.num_params)
             for run, state in zip(runs, initial, strict=True)
         ]
+        for run in runs:
+            if run.held:
+                print(
+                    f"{run_dir.shown(run.workdir)} ended before ({run.ended.status} at step "
+                    f"{run.ended.step}): kept in its lane of the group, not trained again.",
+                    flush=True,
+                )
         del initial
         program.start(states)
         del states
@@ -155,7 +166,7 @@ def train_runs(
         print(f"{prepared.model_config.family}: {program.num_params:,} parameters{groups}.")
         try:
             for run in runs:
-                if run.done:  # Restored at its end: the final evaluation and summary.
+                if not run.held and run.done:  # Restored at its end: the final evaluation.
                     run.finish(program)
             # One program, one trace: in the first run's directory (train/profile.py).
             profile_dir = runs[0].workdir / run_dir.PROFILE_DIR

@@ -116,11 +116,24 @@ class RunHost:
             with contextlib.suppress(OSError):
                 self.workdir.rmdir()
 
-    def check_resume(self, tokenizer) -> None:
+    def check_resume(self, tokenizer, *, hold_ended: bool = False) -> None:
         """Refuses (ValueError) data whose tokenizer is not the run's (the same ids would mean
-        other text), then any config change a resume may not make; reads, never writes."""
+        other text), then any config change a resume may not make; reads, never writes.
+
+        `hold_ended` (a member of a group): a run whose summary.json is final ("finished" or
+        "diverged") and that the resume changes nothing in has ended; it is held (`held`):
+        not opened, trained or written again, its summary as it was."""
         self._has_tokenizer = tokenizers.check_stored_tokenizer(self.workdir, tokenizer)
         self._changes = resume_changes(self.workdir, self.resolved)
+        if hold_ended and not self._changes:
+            summary = run_dir.read_summary(self.workdir)
+            if summary is not None and summary.status in run_dir.FINAL_STATUSES:
+                self.ended = summary
+
+    @property
+    def held(self) -> bool:
+        """Ended before this process opened it (`check_resume`'s `hold_ended`)."""
+        return self.ended is not None and self.checkpointer is None
 
     def open(self, closing: contextlib.ExitStack, initial_state, tokenizer, num_params: int):
         """Opens the checkpoints and metrics and restores the latest checkpoint (parameters,
@@ -154,8 +167,10 @@ class RunHost:
             state, data_state = restored
             self.step = int(state.step)
             self.train_iter.set_state(data_state)
-            self.logger.truncate_after(self.step)
             loop = self.checkpointer.restore_loop_state(self.step)
+            if self.primary:  # metrics.jsonl as the checkpoint saw it, lines after it aside
+                run_dir.check_prefix(self.workdir, run_dir.METRICS_FILE, loop.get("metrics"))
+            self.logger.truncate_after(self.step)
             if self._changes and self.primary:
                 run_dir.record_resume(self.workdir, self.step, self._changes)
             print(f"Resumed {run_dir.shown(self.workdir)} at step {self.step}.", flush=True)
@@ -163,6 +178,8 @@ class RunHost:
             self.logger.truncate_after(0)  # Lines of a process killed before its first checkpoint.
             if self.primary:  # Nothing trained yet: this config is the run's.
                 run_dir.write_config(self.workdir, self.resolved)
+        if self.primary:  # What is kept of metrics.jsonl; it only grows from here.
+            run_dir.record_checksum(self.workdir, run_dir.METRICS_FILE, self.logger.checksum())
         if tokenizer is not None and not self._has_tokenizer and self.primary:
             if restored is not None:
                 print(
@@ -270,6 +287,8 @@ class RunHost:
             "window_elapsed_s": time.perf_counter() - self.window_start,
             "rates": self.rates,
             "curve": self.curve.state(),
+            # metrics.jsonl up to this save: a resume refuses one edited since (check_prefix).
+            "metrics": self.logger.checksum(),
         }
         if self.early_stop is not None:
             state["early_stop"] = self.early_stop.summary()

@@ -36,7 +36,9 @@ computing, independently of theirs). A signal checkpoints every seed and returns
 Resume: each seed restores its own latest checkpoint and continues from its own step: each lane
 of the vmapped step reads its own step count (dropout keys, learning rate), so seeds at different
 steps (a group killed between its seeds' saves, or a seed trained on alone) train on together,
-each as it would alone.
+each as it would alone. A member that ended before (its summary.json "finished" or "diverged")
+is held in its lane, untouched (train/loop.py), so a group resumed with all its members is the
+same program, bit for bit, as the uninterrupted one (the sweep relaunches it so).
 
 Run groups (`train_run_group(configs, workdirs)`) generalise this to members that differ in seed
 and in the optimizer's and schedule's scalars, `group_fields.GROUP_SCALARS`: train.learning_rate,
