@@ -3,9 +3,14 @@
   small       decoder-only, 4 layers, d_model 128, 4 heads, batch 32 x 128 tokens (the char LM)
   medium      6 layers, d_model 384, 6 heads, context 256, batch 8
   gpt2_small  GPT-2 small: 12 layers, d_model 768, 12 heads, context 1024, vocabulary 50,304,
-              bfloat16 compute, batch 16 (for a GPU or TPU)
+              tied output layer, LayerNorm epsilon 1e-5 (transformers models/gpt2/
+              configuration_gpt2.py: layer_norm_epsilon 1e-5, tie_word_embeddings True),
+              bfloat16 compute, batch 16 (for a GPU or TPU). The rows of
+              results/accelerators/tpu_aot.md were compiled when it was untied with epsilon
+              1e-6 (38.6 M more parameters: a second 768 x 50,304 matrix).
 
-All train with AdamW, a cosine schedule and global-norm clipping, as `configs/char_lm.py`; any
+small and medium have an untied output layer and epsilon 1e-6, GPT-2's other choices (pre-norm,
+GELU, learned positions, dense biases) but not its tied output. All train with AdamW, a cosine schedule and global-norm clipping, as `configs/char_lm.py`; any
 field can be overridden on the command line (--config.model.norm.kind=rmsnorm,
 --config.batch_size=8).
 """
@@ -37,6 +42,7 @@ PRESETS = {
         batch_size=16,
         vocab_size=50304,  # GPT-2's 50,257 rounded up to a multiple of 128.
         dtype="bfloat16",
+        **{"embeddings.tie_output": True, "norm.epsilon": 1e-5},
     ),
 }
 

@@ -82,3 +82,26 @@ def test_epsilon_reaches_the_norm():
     big = norms.make_norm(NormConfig(kind="layernorm", epsilon=100.0))
     mean, var = X.mean(-1, keepdims=True), X.var(-1, keepdims=True)
     np.testing.assert_allclose(apply(big), (X - mean) / np.sqrt(var + 100.0), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("offset", "bound"), [(10.0, 1e-5), (100.0, 1e-4), (1000.0, 1e-3)])
+def test_layernorm_without_fast_variance_keeps_float32_precision_at_large_offsets(offset, bound):
+    """Features sharing a large offset: E[(x - mean)^2] (torch's form) stays within float32
+    rounding of the float64 formula; E[x^2] - E[x]^2 (flax's fast variance) loses digits."""
+    x = (offset + np.random.default_rng(1).normal(size=(8, 16, 256))).astype(np.float32)
+    x64 = x.astype(np.float64)
+    mean, var = x64.mean(-1, keepdims=True), x64.var(-1, keepdims=True)
+    expected = (x64 - mean) / np.sqrt(var + 1e-5)
+    config = NormConfig(epsilon=1e-5, fast_variance=False)
+    error = np.abs(np.asarray(apply(norms.make_norm(config), x), np.float64) - expected).max()
+    assert error < bound
+    if offset == 1000.0:
+        fast = norms.make_norm(NormConfig(epsilon=1e-5))
+        assert np.abs(np.asarray(apply(fast, x), np.float64) - expected).max() > 100 * error
+
+
+def test_fast_variance_is_refused_where_no_variance_is_computed():
+    for kind in ("layernorm", "batchnorm"):
+        NormConfig(kind=kind, fast_variance=False)
+    with pytest.raises(ValueError, match=r"model.norm.fast_variance=False has no effect"):
+        NormConfig(kind="rmsnorm", fast_variance=False)

@@ -21,6 +21,33 @@ def test_sinusoidal_table_matches_formula_exactly():
     assert np.abs(table).max() <= 1.0
 
 
+def test_sines_first_table_is_marians_and_the_interleaved_one_permuted():
+    """Marian's table (position_enc[pos, j] = pos / 10000^(2 (j // 2) / D), sines of the even
+    columns first, then cosines of the odd ones) is the paper's with its features permuted."""
+    length, d_model = 40, 16
+    pos_L1 = np.arange(length, dtype=np.float64)[:, None]
+    enc_LD = pos_L1 / np.power(10000, 2 * (np.arange(d_model) // 2) / d_model)
+    marian = np.concatenate([np.sin(enc_LD[:, 0::2]), np.cos(enc_LD[:, 1::2])], axis=1)
+    sines_first = positional.sinusoidal_table(length, d_model, layout="sines_first")
+    np.testing.assert_allclose(sines_first, marian, rtol=0, atol=1e-7)
+    interleaved = positional.sinusoidal_table(length, d_model)
+    permutation = np.concatenate([np.arange(0, d_model, 2), np.arange(1, d_model, 2)])
+    np.testing.assert_array_equal(sines_first, interleaved[:, permutation])
+    assert not np.array_equal(sines_first, interleaved)
+
+
+def test_sinusoidal_layout_reaches_the_embeddings_and_is_validated():
+    config = PositionalConfig(max_len=10, sinusoidal_layout="sines_first")
+    x = jnp.zeros((1, 4, 8))
+    added = positional.AddPositional(config).apply({}, x, jnp.arange(4)[None])
+    expected = positional.sinusoidal_table(10, 8, layout="sines_first")[:4]
+    np.testing.assert_array_equal(added[0], expected)
+    with pytest.raises(ValueError, match=r"sinusoidal_layout='paired' is not valid; choose"):
+        PositionalConfig(sinusoidal_layout="paired")
+    with pytest.raises(ValueError, match=r"sinusoidal_layout='sines_first' has no effect"):
+        PositionalConfig(kind="learned", sinusoidal_layout="sines_first")
+
+
 @pytest.mark.parametrize("use_jit", [False, True])
 def test_rotary_dot_product_depends_only_on_offset(use_jit):
     rng = np.random.default_rng(0)

@@ -32,6 +32,8 @@ POOLINGS = ("cls", "mean")  # classifier families: a prepended class token, or t
 ACT_HALTED = ("freeze", "transform")  # what a halted position's state does in later steps
 HALTING_INPUTS = ("block_output", "step_input")  # what ACT's halting unit reads at a step
 REMATS = ("none", "full", "dots_saveable")  # see transformer_jax.models.scan
+# model.embeddings.output_bias: which output layers add a learned bias (V,) to the logits.
+OUTPUT_BIASES = ("untied", "always", "never")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,10 +45,24 @@ class EmbeddingConfig:
     scale: bool = True  # multiply token embeddings by sqrt(d_model)
     tie_output: bool = True  # output projection = transposed token embedding
     share_source_target: bool = True  # one table for encoder and decoder tokens
+    # A norm (model.norm's kind and epsilon) of each stack's input: token embeddings plus
+    # positions, before dropout (BART's layernorm_embedding, BERT's embeddings LayerNorm).
+    norm: bool = False
+    # untied: only an untied output layer has a bias (the Dense's); always: a tied one adds a
+    # bias too (Marian's final_logits_bias); never: neither (GPT-2's and Llama's lm_head).
+    output_bias: str = "untied"
 
     def __post_init__(self):
-        for name in ("scale", "tie_output", "share_source_target"):
+        for name in ("scale", "tie_output", "share_source_target", "norm"):
             F.check_bool(f"{self.PREFIX}.{name}", getattr(self, name))
+        F.check_choice(f"{self.PREFIX}.output_bias", self.output_bias, OUTPUT_BIASES)
+
+    @property
+    def has_output_bias(self) -> bool:
+        """Whether the output layer adds a bias to the logits."""
+        return self.output_bias == "always" or (
+            self.output_bias == "untied" and not self.tie_output
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,6 +199,11 @@ class ModelConfig:
                 f"(model.family={self.family!r})"
             )
         encoding(self.positional).check(self)
+        if self.embeddings.norm and self.universal is not None:
+            raise ValueError(
+                "model.embeddings.norm=True is not implemented for a Universal Transformer "
+                "(its positions are added at every step); valid: model.embeddings.norm=False"
+            )
         if self.attention.impl == "splash" and (reason := splash_refusal(self)):
             raise ValueError(
                 f"model.attention.impl='splash' cannot run this model: {reason}; valid: "

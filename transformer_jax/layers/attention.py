@@ -200,6 +200,8 @@ class AttentionConfig:
     sliding_window: int = 0  # 0: full attention; w >= 1: Longformer-style local window
     num_global_tokens: int = 0  # leading positions that attend and are attended everywhere
     dropout_rate: float = 0.0  # on the attention weights
+    # Biases of W_q, W_k, W_v and W_o (False: Llama's attention_bias=False).
+    use_bias: bool = True
 
     def __post_init__(self):
         p = self.PREFIX
@@ -211,6 +213,7 @@ class AttentionConfig:
         F.check_int(f"{p}.num_global_tokens", self.num_global_tokens, 0)
         F.check_float(f"{p}.dropout_rate", self.dropout_rate, at_least=0.0, below=1.0)
         F.check_float(f"{p}.temperature", self.temperature, above=0.0)
+        F.check_bool(f"{p}.use_bias", self.use_bias)
         if self.num_kv_heads and self.num_heads % self.num_kv_heads:
             raise ValueError(
                 f"{p}.num_kv_heads={self.num_kv_heads} must divide {p}.num_heads="
@@ -363,6 +366,7 @@ class MultiHeadAttention(nn.Module):
         return nn.DenseGeneral(
             x_q_BTD.shape[-1],
             axis=(-2, -1),
+            use_bias=self.config.use_bias,
             dtype=jnp.dtype(self.dtype),
             param_dtype=jnp.float32,
             name="out",
@@ -372,6 +376,7 @@ class MultiHeadAttention(nn.Module):
         """A projection D -> (heads, H), the W_q / W_k / W_v of every head at once."""
         return nn.DenseGeneral(
             (heads, head_dim),
+            use_bias=self.config.use_bias,
             dtype=jnp.dtype(self.dtype),
             param_dtype=jnp.float32,
             name=name,

@@ -48,7 +48,40 @@ class OutputProjection(nn.Module):
     """An untied output layer: (B, T, D) -> (B, T, V) logits in float32."""
 
     vocab_size: int
+    use_bias: bool = True
 
     @nn.compact
     def __call__(self, x_BTD):
-        return nn.Dense(self.vocab_size, dtype=jnp.float32, name="logits")(x_BTD)
+        return nn.Dense(self.vocab_size, use_bias=self.use_bias, dtype=jnp.float32, name="logits")(
+            x_BTD
+        )
+
+
+class OutputBias(nn.Module):
+    """A learned bias (V,) added to tied logits (B, T, V), initialised to zeros: Marian's
+    final_logits_bias (transformers models/marian/modeling_marian.py:819, :975)."""
+
+    vocab_size: int
+
+    @nn.compact
+    def __call__(self, logits_BTV):
+        bias_V = self.param("bias", nn.initializers.zeros, (self.vocab_size,), jnp.float32)
+        return logits_BTV + bias_V.reshape((1,) * (logits_BTV.ndim - 1) + (-1,))
+
+
+def output_layer(config) -> nn.Module | None:
+    """The output layer of a `ModelConfig`, for a model's setup to assign to `self.output`: an
+    untied projection, a tied table's bias, or None (tied, no bias)."""
+    embeddings = config.embeddings
+    if not embeddings.tie_output:
+        return OutputProjection(config.vocab_size, embeddings.has_output_bias)
+    return OutputBias(config.vocab_size) if embeddings.has_output_bias else None
+
+
+def output_logits(output: nn.Module | None, embedding: TokenEmbedding, y_BTD):
+    """(B, T, D) final states -> (B, T, V) float32 logits through `output` (from
+    `output_layer`) and, where it is tied, the transposed token table `embedding`."""
+    if isinstance(output, OutputProjection):
+        return output(y_BTD)
+    logits_BTV = embedding.decode(y_BTD)
+    return logits_BTV if output is None else output(logits_BTV)

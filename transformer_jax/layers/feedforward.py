@@ -28,6 +28,9 @@ ACTIVATIONS.add("relu", Activation(nn.relu, gated=False))
 ACTIVATIONS.add("gelu", Activation(nn.gelu, gated=False))
 _gelu_erf = functools.partial(nn.gelu, approximate=False)
 ACTIVATIONS.add("gelu_exact", Activation(_gelu_erf, gated=False))
+# SiLU/swish x sigmoid(x) without a gate: Marian's activation_function="swish" (transformers
+# activations.py ACT2CLS "swish": nn.SiLU); swiglu is the same function gated (Shazeer 2020).
+ACTIVATIONS.add("silu", Activation(nn.silu, gated=False))
 ACTIVATIONS.add("swiglu", Activation(nn.silu, gated=True))
 
 
@@ -37,15 +40,17 @@ class FeedForwardConfig:
 
     PREFIX: ClassVar[str] = "model.ffn"
 
-    activation: str = "relu"  # relu | gelu (tanh approx.) | gelu_exact | swiglu: ACTIVATIONS
+    activation: str = "relu"  # relu | gelu (tanh approx.) | gelu_exact | silu | swiglu
     d_ff: int = 512  # hidden width
     # On the hidden activations (tensor2tensor's relu_dropout; 0.1 in transformer_base_v2).
     dropout_rate: float = 0.0
+    use_bias: bool = True  # biases of W_1, W_3 and W_2 (False: Llama's mlp_bias=False)
 
     def __post_init__(self):
         F.check_choice(f"{self.PREFIX}.activation", self.activation, ACTIVATIONS.names())
         F.check_int(f"{self.PREFIX}.d_ff", self.d_ff, 1)
         F.check_float(f"{self.PREFIX}.dropout_rate", self.dropout_rate, at_least=0.0, below=1.0)
+        F.check_bool(f"{self.PREFIX}.use_bias", self.use_bias)
 
 
 class FeedForward(nn.Module):
@@ -60,7 +65,11 @@ class FeedForward(nn.Module):
 
         def dense(features, name):
             return nn.Dense(
-                features, dtype=jnp.dtype(self.dtype), param_dtype=jnp.float32, name=name
+                features,
+                use_bias=self.config.use_bias,
+                dtype=jnp.dtype(self.dtype),
+                param_dtype=jnp.float32,
+                name=name,
             )
 
         h_BTF = activation.fn(dense(self.config.d_ff, "wi")(x_BTD))

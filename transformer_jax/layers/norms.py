@@ -29,6 +29,10 @@ class NormConfig:
     dyt_alpha_init: float = 0.5  # DyT's scalar alpha at initialisation (Zhu et al. 2025)
     dyt_learnable_alpha: bool = True  # False: alpha stays at dyt_alpha_init (their ablation)
     residual: bool = True  # False removes every residual connection (NCCU ablation)
+    # layernorm and batchnorm: var = E[x^2] - E[x]^2 (flax's fast variance, the default) or
+    # E[(x - E[x])^2] (torch's). The fast form loses float32 precision when the features share
+    # a large offset (tests/layers/test_norms.py measures it against float64).
+    fast_variance: bool = True
 
     def __post_init__(self):
         p = self.PREFIX
@@ -38,17 +42,36 @@ class NormConfig:
         F.check_float(f"{p}.dyt_alpha_init", self.dyt_alpha_init)
         F.check_bool(f"{p}.dyt_learnable_alpha", self.dyt_learnable_alpha)
         F.check_bool(f"{p}.residual", self.residual)
+        F.check_bool(f"{p}.fast_variance", self.fast_variance)
+        if not self.fast_variance and self.kind not in VARIANCE_NORMS:
+            raise ValueError(
+                f"{p}.fast_variance=False has no effect with {p}.kind={self.kind!r} (it computes "
+                f"no variance); valid: fast_variance=True, or kind one of {list(VARIANCE_NORMS)}"
+            )
+
+
+VARIANCE_NORMS = ("layernorm", "batchnorm")  # the norms that read norm.fast_variance
 
 
 class LayerNorm(nn.Module):
-    """(x - mean) / sqrt(var + eps) * gamma + beta over features (Ba et al. 2016)."""
+    """(x - mean) / sqrt(var + eps) * gamma + beta over features (Ba et al. 2016).
+
+    `fast_variance`: var as E[x^2] - E[x]^2 (flax's default) or as E[(x - mean)^2], as
+    torch.nn.LayerNorm computes it."""
 
     epsilon: float = 1e-6
+    fast_variance: bool = True
 
     @nn.compact
     def __call__(self, x, *, train: bool = False):
         del train
-        return nn.LayerNorm(epsilon=self.epsilon, dtype=jnp.float32, name="norm")(x).astype(x.dtype)
+        norm = nn.LayerNorm(
+            epsilon=self.epsilon,
+            dtype=jnp.float32,
+            use_fast_variance=self.fast_variance,
+            name="norm",
+        )
+        return norm(x).astype(x.dtype)
 
 
 class RMSNorm(nn.Module):
@@ -96,6 +119,7 @@ class BatchNorm(nn.Module):
 
     epsilon: float = 1e-5
     momentum: float = 0.9
+    fast_variance: bool = True  # as LayerNorm's
 
     @nn.compact
     def __call__(self, x, *, train: bool = False):
@@ -109,6 +133,7 @@ class BatchNorm(nn.Module):
             momentum=self.momentum,
             epsilon=self.epsilon,
             dtype=jnp.float32,
+            use_fast_variance=self.fast_variance,
             name="norm",
         )(x).astype(x.dtype)
 
@@ -123,12 +148,16 @@ class Identity(nn.Module):
 
 
 NORMS: Registry = Registry("model.norm.kind")
-NORMS.add("layernorm", lambda config, name: LayerNorm(config.epsilon, name=name))
+NORMS.add(
+    "layernorm", lambda config, name: LayerNorm(config.epsilon, config.fast_variance, name=name)
+)
 NORMS.add("rmsnorm", lambda config, name: RMSNorm(config.epsilon, name=name))
 NORMS.add(
     "dyt", lambda config, name: DyT(config.dyt_alpha_init, config.dyt_learnable_alpha, name=name)
 )
-NORMS.add("batchnorm", lambda config, name: BatchNorm(name=name))
+NORMS.add(
+    "batchnorm", lambda config, name: BatchNorm(fast_variance=config.fast_variance, name=name)
+)
 NORMS.add("none", lambda config, name: Identity(name=name))
 
 

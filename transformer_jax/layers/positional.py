@@ -27,19 +27,40 @@ import numpy as np
 from transformer_jax import fields as F
 from transformer_jax.registry import Registry
 
+# model.positional.sinusoidal_layout -> where the sines and cosines of the table's D/2
+# frequencies go: fn(sin_LI, cos_LI) -> (L, D). The layouts hold the same values, the features
+# permuted.
+SINUSOIDAL_LAYOUTS: Registry = Registry("model.positional.sinusoidal_layout")
 
-def sinusoidal_table(length: int, d_model: int, base: float = 10000.0) -> np.ndarray:
+
+@SINUSOIDAL_LAYOUTS.register("interleaved")
+def _interleaved(sin_LI: np.ndarray, cos_LI: np.ndarray) -> np.ndarray:
+    """Features 2i sin, 2i+1 cos (Vaswani §3.5)."""
+    return np.stack([sin_LI, cos_LI], axis=-1).reshape(sin_LI.shape[0], -1)
+
+
+@SINUSOIDAL_LAYOUTS.register("sines_first")
+def _sines_first(sin_LI: np.ndarray, cos_LI: np.ndarray) -> np.ndarray:
+    """Features [0, D/2) the sines, [D/2, D) the cosines, frequency i at i and D/2 + i: Marian
+    (transformers models/marian/modeling_marian.py:86-91, MarianSinusoidalPositionalEmbedding)."""
+    return np.concatenate([sin_LI, cos_LI], axis=-1)
+
+
+def sinusoidal_table(
+    length: int, d_model: int, base: float = 10000.0, layout: str = "interleaved"
+) -> np.ndarray:
     """PE(pos, 2i) = sin(pos / base^(2i/d)), PE(pos, 2i+1) = cos(...) (Vaswani §3.5). -> (L, D).
 
-    Positions start at 0. Computed in float64 with NumPy, so the table is exact to float32.
+    `layout` "sines_first" puts the same sines in features [0, D/2) and the cosines in
+    [D/2, D) (SINUSOIDAL_LAYOUTS). Positions start at 0. Computed in float64 with NumPy, so the
+    table is exact to float32. An odd d_model keeps the sine of its last frequency only.
     """
     pos_L1 = np.arange(length, dtype=np.float64)[:, None]
     two_i = np.arange(0, d_model, 2, dtype=np.float64)
     angle_LI = pos_L1 / base ** (two_i / d_model)
-    table_LD = np.zeros((length, d_model), dtype=np.float64)
-    table_LD[:, 0::2] = np.sin(angle_LI)
-    table_LD[:, 1::2] = np.cos(angle_LI[:, : d_model // 2])
-    return table_LD.astype(np.float32)
+    table_LD = SINUSOIDAL_LAYOUTS[layout](np.sin(angle_LI), np.cos(angle_LI))
+    # An odd d_model has one more sine than cosine: both layouts end with the surplus cosine.
+    return table_LD[:, :d_model].astype(np.float32)
 
 
 def rotary_angles(positions: jnp.ndarray, head_dim: int, base: float = 10000.0) -> jnp.ndarray:
@@ -200,6 +221,9 @@ class PositionalConfig:
 
     kind: str = "sinusoidal"  # sinusoidal | learned | rotary | alibi | none | index
     base: float = 10000.0  # wavelength base of the sinusoidal table and of rotary angles
+    # The sinusoidal table's features: interleaved (sin, cos of each frequency side by side,
+    # the paper) or sines_first (all sines, then all cosines: Marian). SINUSOIDAL_LAYOUTS.
+    sinusoidal_layout: str = "interleaved"
     max_len: int = 256  # longest sequence, in tokens; sizes position tables
     # Positions during training (evaluation: eval_positions below): plain; offset,
     # each sequence starts at a random offset, covering the whole table; batch_offset, one
@@ -221,6 +245,15 @@ class PositionalConfig:
     def __post_init__(self):
         F.check_choice(f"{self.PREFIX}.kind", self.kind, ENCODINGS.names())
         F.check_float(f"{self.PREFIX}.base", self.base, above=1.0)
+        F.check_choice(
+            f"{self.PREFIX}.sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS.names()
+        )
+        if self.sinusoidal_layout != "interleaved" and self.kind != "sinusoidal":
+            raise ValueError(
+                f"{self.PREFIX}.sinusoidal_layout={self.sinusoidal_layout!r} has no effect with "
+                f"{self.PREFIX}.kind={self.kind!r}; valid: sinusoidal_layout='interleaved', or "
+                "kind='sinusoidal'"
+            )
         F.check_int(f"{self.PREFIX}.max_len", self.max_len, 1)
         F.check_choice(f"{self.PREFIX}.train_positions", self.train_positions, TRAIN_POSITIONS)
         F.check_choice(f"{self.PREFIX}.eval_positions", self.eval_positions, EVAL_POSITIONS)
@@ -319,11 +352,15 @@ class Sinusoidal(PositionalEncoding):
             )
 
     def embed(self, x_BTD, pos_BT):
-        table_LD = sinusoidal_table(self.config.max_len, x_BTD.shape[-1], self.config.base)
+        cfg = self.config
+        table_LD = sinusoidal_table(cfg.max_len, x_BTD.shape[-1], cfg.base, cfg.sinusoidal_layout)
         return x_BTD + jnp.asarray(table_LD)[pos_BT].astype(x_BTD.dtype)
 
     def grid_signal(self, module, grid_size, d_model, cls_token):
-        table_ND = sinusoidal_2d_table(grid_size, grid_size, d_model, self.config.base)
+        cfg = self.config
+        table_ND = sinusoidal_2d_table(
+            grid_size, grid_size, d_model, cfg.base, cfg.sinusoidal_layout
+        )
         if cls_token:
             table_ND = np.concatenate([np.zeros((1, d_model), np.float32), table_ND])
         return jnp.asarray(table_ND)
@@ -424,15 +461,18 @@ def encoding(config: PositionalConfig) -> PositionalEncoding:
     return ENCODINGS[config.kind](config)
 
 
-def sinusoidal_2d_table(grid_h: int, grid_w: int, d_model: int, base: float = 10000.0):
+def sinusoidal_2d_table(
+    grid_h: int, grid_w: int, d_model: int, base: float = 10000.0, layout: str = "interleaved"
+):
     """(grid_h * grid_w, D) fixed 2-D position table, row-major like a ViT's patches.
 
     Features [0, D/2) are the 1-D sinusoidal table of the patch row, features [D/2, D) that of
-    the column, so nearby patches in either direction get similar codes.
+    the column (each in `layout`), so nearby patches in either direction get similar codes.
     """
     half = d_model // 2
-    rows = np.broadcast_to(sinusoidal_table(grid_h, half, base)[:, None], (grid_h, grid_w, half))
-    cols = np.broadcast_to(sinusoidal_table(grid_w, half, base)[None, :], (grid_h, grid_w, half))
+    row_table, col_table = (sinusoidal_table(n, half, base, layout) for n in (grid_h, grid_w))
+    rows = np.broadcast_to(row_table[:, None], (grid_h, grid_w, half))
+    cols = np.broadcast_to(col_table[None, :], (grid_h, grid_w, half))
     return np.concatenate([rows, cols], axis=-1).reshape(grid_h * grid_w, d_model)
 
 

@@ -3,7 +3,7 @@
 import flax.linen as nn
 
 from transformer_jax.config import ModelConfig
-from transformer_jax.layers.embedding import OutputProjection, token_embedding
+from transformer_jax.layers.embedding import output_layer, output_logits, token_embedding
 from transformer_jax.models.universal import stack_class
 
 
@@ -22,8 +22,7 @@ class DecoderOnly(nn.Module):
     def setup(self):
         cfg = self.config
         self.embedding = token_embedding(cfg)
-        if not cfg.embeddings.tie_output:
-            self.output = OutputProjection(cfg.vocab_size)
+        self.output = output_layer(cfg)
         self.decoder = stack_class(cfg)(
             cfg, cfg.num_decoder_layers, causal=True, use_cache=self.use_cache
         )
@@ -36,6 +35,4 @@ class DecoderOnly(nn.Module):
             segment_ids_BT=segment_ids_BT,
             train=train,
         )
-        if self.config.embeddings.tie_output:
-            return self.embedding.decode(y_BTD)
-        return self.output(y_BTD)
+        return output_logits(self.output, self.embedding, y_BTD)

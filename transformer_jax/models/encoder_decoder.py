@@ -3,7 +3,12 @@
 import flax.linen as nn
 
 from transformer_jax.config import ModelConfig
-from transformer_jax.layers.embedding import OutputProjection, TokenEmbedding, token_embedding
+from transformer_jax.layers.embedding import (
+    TokenEmbedding,
+    output_layer,
+    output_logits,
+    token_embedding,
+)
 from transformer_jax.models.universal import stack_class
 
 
@@ -25,8 +30,7 @@ class EncoderDecoder(nn.Module):
         self.source_embedding = token_embedding(cfg)
         if not cfg.embeddings.share_source_target:
             self.target_embedding = token_embedding(cfg)
-        if not cfg.embeddings.tie_output:
-            self.output = OutputProjection(cfg.vocab_size)
+        self.output = output_layer(cfg)
         self.encoder = stack_class(cfg)(cfg, cfg.num_encoder_layers, causal=False)
         self.decoder = stack_class(cfg)(
             cfg,
@@ -61,9 +65,7 @@ class EncoderDecoder(nn.Module):
             memory_valid_BS=memory_valid_BS,
             train=train,
         )
-        if self.config.embeddings.tie_output:
-            return embedding.decode(y_BTD)
-        return self.output(y_BTD)
+        return output_logits(self.output, embedding, y_BTD)
 
     def __call__(self, inputs_BS, decoder_inputs_BT, *, train: bool = False):
         memory_BSD, valid_BS = self.encode(inputs_BS, train=train)

@@ -153,6 +153,8 @@ class TransformerStack(nn.Module):
         del valid_BT, positions_key
         cfg = self.config
         x_BTD = AddPositional(cfg.positional, name="positional")(x_BTD, q_pos_BT)
+        if cfg.embeddings.norm:  # BART's layernorm_embedding: after the positions, before dropout
+            x_BTD = make_norm(cfg.norm, name="embedding_norm")(x_BTD, train=train)
         x_BTD = nn.Dropout(cfg.dropout_rate)(x_BTD, deterministic=not train)
         return apply_layers(  # Unrolled or scanned, with remat: see models/scan.py.
             cfg,
