@@ -7,6 +7,7 @@ import json
 import os
 import struct
 import threading
+import types
 
 import jax.numpy as jnp
 import numpy as np
@@ -15,7 +16,7 @@ from tensorboardX import event_file_writer, record_writer
 from tensorboardX.proto import event_pb2
 
 from transformer_jax.run_dir import METRICS_FILE
-from transformer_jax.train.logger import MetricsLogger
+from transformer_jax.train.logger import MetricsLogger, StepClock
 
 
 def _read_jsonl(path):
@@ -124,6 +125,34 @@ def test_a_labelled_logger_starts_every_console_line_with_its_label(tmp_path):
         "seed_3 | step 30/30 (100%) | loss 2.0000",
         "seed_3 | step 30 test: loss=1.5",
     ]
+
+
+def test_the_runs_of_a_group_report_the_groups_steps_per_second(tmp_path, monkeypatch):
+    # One program trains both runs, 10 steps in 2 s; the second run's logger writes step 10 at
+    # 1.5 s and step 20 at 4.5 s: its own gaps (10 steps in 3 s) are not the group's speed.
+    now = [0.0]
+    monkeypatch.setattr(
+        "transformer_jax.train.logger.time", types.SimpleNamespace(monotonic=lambda: now[0])
+    )
+    clock, streams = StepClock(), [io.StringIO(), io.StringIO()]
+    loggers = [
+        MetricsLogger(tmp_path / f"seed_{i}", total_steps=20, stream=streams[i], clock=clock)
+        for i in range(2)
+    ]
+    for step, times in ((10, (0.0, 1.5)), (20, (2.0, 4.5))):
+        for logger, at in zip(loggers, times, strict=True):
+            now[0] = at
+            logger.write(step, "train", {"loss": 2.0})
+    for logger in loggers:
+        logger.close()
+    for stream in streams:
+        assert "| 5.00 steps/s |" in stream.getvalue().splitlines()[-1]
+    alone = io.StringIO()  # without the shared clock: its own gaps
+    with MetricsLogger(tmp_path / "alone", total_steps=20, stream=alone) as logger:
+        for step, at in ((10, 1.5), (20, 4.5)):
+            now[0] = at
+            logger.write(step, "train", {"loss": 2.0})
+    assert "| 3.33 steps/s |" in alone.getvalue().splitlines()[-1]
 
 
 class _FakeTTY(io.StringIO):

@@ -56,7 +56,7 @@ from absl import logging
 
 from transformer_jax import environment, sweep_dir, sweep_record
 from transformer_jax.run_dir import COMMAND_FILE, LOG_FILE, git_commit
-from transformer_jax.sweep import code_version, launcher, selection
+from transformer_jax.sweep import code_version, launcher, progress, selection
 from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep.launcher import RunSpec
 from transformer_jax.sweep.nuisance import confirm_run_variant, is_confirm, split_run_variant
@@ -531,7 +531,8 @@ def _run_all(
     pending = collections.deque(todo)
     running: dict[int, launcher.Launch] = {}
     outcomes: dict[str, str] = {}
-    start, completed = time.monotonic(), 0
+    start, finished = time.monotonic(), []  # wall times of the launches done (ETA's unit)
+    display = progress.Display()
     cwd = os.getcwd()
     # SIGTERM (kill, a job scheduler) must stop the children too, like Ctrl-C: otherwise they
     # keep training as orphans while the next launch starts the same runs again.
@@ -544,6 +545,7 @@ def _run_all(
                 slot, spec = free.pop(0), pending.popleft()
                 why = {"incomplete": " (resuming)", "failed": " (retrying after failure)"}
                 whys = sorted({why.get(before[r], "") for r in spec.runs} - {""})
+                display.clear()
                 logging.info("start %s%s", spec.name, "".join(whys))
                 running[slot] = launcher.Launch(spec, slots[slot], cwd, env, gpus[slot])
             time.sleep(0.1)
@@ -553,14 +555,20 @@ def _run_all(
                 duration = launch.close()
                 del running[slot]
                 free.append(slot)
+                finished.append(duration)
+                display.clear()
                 for run in launch.runs:
                     record = launcher.record_outcome(workdir, launch, duration, run)
                     outcomes[run.name] = record.status
-                    completed += 1
                     done += 1
                     elapsed = time.monotonic() - start
-                    eta = elapsed / completed * (total - done)
+                    eta = _eta(finished, running.values(), len(pending), parallel)
                     _log_outcome(run, record, f"[{done}/{total}]", duration, elapsed, eta, metrics)
+            lines = [progress.progress_line(r.spec.name, r.runs[0].path) for r in running.values()]
+            remaining = _eta(finished, running.values(), len(pending), parallel)
+            if lines and remaining is not None:
+                lines[-1] += f" | sweep ETA {_fmt_duration(remaining)}"
+            display.show(lines)
     finally:
         # Interrupted (Ctrl-C) or crashed: stop children so no orphan keeps training; their
         # directories stay "incomplete" and the next launch resumes them.
@@ -575,19 +583,25 @@ def _run_all(
     return outcomes
 
 
-def _log_outcome(run, record, progress, duration, elapsed, eta, metrics) -> None:
+def _eta(finished, running, pending: int, parallel: int) -> float | None:
+    """progress.eta of the launches done, running (their elapsed times) and pending."""
+    now = time.monotonic()
+    return progress.eta(finished, [now - r.start for r in running], pending, parallel)
+
+
+def _log_outcome(run, record, counter, duration, elapsed, eta, metrics) -> None:
     values = ", ".join(
         f"{m}={record.metric(m):.4g}" for m in metrics if record.metric(m) is not None
     )
     logging.info(
         "%s %s %s in %s%s | sweep elapsed %s, ETA %s",
-        progress,
+        counter,
         run.name,
         record.status.upper() if record.status != "finished" else "finished",
         _fmt_duration(duration),
         f" ({values})" if values else "",
         _fmt_duration(elapsed),
-        _fmt_duration(eta),
+        "?" if eta is None else _fmt_duration(eta),
     )
     if record.status == "failed":
         logging.warning(

@@ -49,6 +49,22 @@ def _format_duration(seconds: float) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
+class StepClock:
+    """When each train step was first logged. The runs of a group train as one program, with a
+    logger each, and log a step one after another: sharing its time here, each reports the
+    group's steps/s rather than the gaps between the loggers' writes."""
+
+    def __init__(self):
+        self._times: dict[int, float] = {}
+
+    def time(self, step: int, now: float) -> float:
+        """The time `step` was first logged (`now` for the first logger to log it)."""
+        first = self._times.setdefault(step, now)
+        if len(self._times) > 8:  # only the latest steps are asked for again
+            del self._times[min(self._times)]
+        return first
+
+
 class MetricsLogger:
     """Appends metrics to `workdir/metrics.jsonl`, TensorBoard and the console.
 
@@ -63,6 +79,8 @@ class MetricsLogger:
 
     `config`: the run's resolved config (config.json's); with it, the logger drives the run's
     HParams session and W&B run (tracking/run.py).
+
+    `clock`: the StepClock shared by the loggers of a group's runs (None: this logger's own).
     """
 
     def __init__(
@@ -75,8 +93,10 @@ class MetricsLogger:
         label: str = "",
         writes: bool = True,
         config: Mapping[str, Any] | None = None,
+        clock: StepClock | None = None,
     ):
         self.writes = writes
+        self._clock = StepClock() if clock is None else clock
         self.workdir = os.fspath(workdir)
         if writes:
             os.makedirs(self.workdir, exist_ok=True)
@@ -199,6 +219,7 @@ class MetricsLogger:
             text = " ".join(f"{k}={v:.4g}" for k, v in values.items() if "/" not in k)
             self._print_line(f"{self._label}step {step} {split}: {text}")
             return
+        now = self._clock.time(step, now)
         rate = None
         if self._last_train is not None and step > self._last_train[0]:
             rate = (step - self._last_train[0]) / max(now - self._last_train[1], 1e-9)

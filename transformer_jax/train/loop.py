@@ -39,6 +39,7 @@ from transformer_jax import run_dir
 from transformer_jax.train import multihost
 from transformer_jax.train.evaluators import EvalContext, build_evaluators
 from transformer_jax.train.group_eval import GroupEval
+from transformer_jax.train.logger import StepClock
 from transformer_jax.train.parallel import make_parallel
 from transformer_jax.train.profile import StepProfiler
 from transformer_jax.train.run_host import RunHost
@@ -100,6 +101,7 @@ def train_runs(
     # A group evaluates its stacked states vmapped (train/group_eval.py); a solo run its own.
     group = GroupEval() if len(workdirs) > 1 else None
     labels = _member_labels(workdirs)
+    clock = StepClock()  # one program: every run's steps/s is the group's
     runs = []
     for lane, (seed, workdir) in enumerate(zip(seeds, workdirs, strict=True)):
         run = RunHost(
@@ -110,6 +112,7 @@ def train_runs(
             phases=phases,
             lane=lane,
             label=labels[lane],
+            clock=clock,
             primary=multihost.is_primary(),  # see train/multihost.py
         )
         context = EvalContext(

@@ -28,7 +28,7 @@ from transformer_jax.train.checkpoint import Checkpointer, CheckpointSaveError
 from transformer_jax.train.curve_metrics import CurveMetrics
 from transformer_jax.train.early_stop import EarlyStopping
 from transformer_jax.train.evaluators import evaluate
-from transformer_jax.train.logger import MetricsLogger
+from transformer_jax.train.logger import MetricsLogger, StepClock
 from transformer_jax.train.numerics import NonFiniteError, check_finite
 from transformer_jax.train.optimizer import current_learning_rate
 from transformer_jax.train.resume import resume_changes
@@ -71,6 +71,7 @@ class RunHost:
     phases: Phases  # the loop's, shared by the runs of a group
     lane: int = 0
     label: str = ""  # what tells this run apart on a group's shared console ("" alone)
+    clock: StepClock | None = None  # shared by a group's loggers: one steps/s for all its runs
     primary: bool = True  # this process writes the run directory's files
     evaluators: list = dataclasses.field(default_factory=list)  # train/evaluators.py Scheduled
     num_params: int = 0
@@ -157,6 +158,7 @@ class RunHost:
                 label=self.label,
                 writes=self.primary,
                 config=self.resolved,  # its HParams session and W&B run (tracking/run.py)
+                clock=self.clock,
             )
         )
         with self.phases("checkpoint"):
