@@ -20,7 +20,7 @@ of whole windows of each length, which the loss_window_{k}x metrics give).
 Budget (2 CPU cores): a run ~45-90 s (experiments/charlm_attention_scale.py) plus one
 evaluation of 64 windows of 512: 4 variants x 3 seeds = 12 runs, ~15-20 min.
 The sequential confirmation (seeds until each verdict at 2x, 4x, 8x is decided) plugs in
-here, as `confirm_rounds` of the Sweep, once it exists; these 3 seeds are its first round.
+here (its rounds of seeds in this Sweep) once it exists; these 3 seeds are its first round.
 """
 
 from transformer_jax.sweep import Sweep

@@ -80,9 +80,7 @@ def test_positions_below_the_training_length_read_alike_at_any_window_length(pre
     short = run.dataset.windows("test", length=TRAIN_LEN, batch_size=16, max_examples=16)
     short = [{key: value[::FACTOR] for key, value in batch.items()} for batch in short]
     long_loss, long_weight = _per_position(length_eval.position_step(model), variables, long)
-    short_loss, short_weight = _per_position(
-        length_eval.position_step(run.model), variables, short
-    )
+    short_loss, short_weight = _per_position(length_eval.position_step(run.model), variables, short)
     assert long_loss.shape == (length,) and long_weight[-1] == 4
     np.testing.assert_array_equal(long_weight[:TRAIN_LEN], short_weight)
     # Two XLA programs (lengths 16 and 64): equal to float32 rounding.
