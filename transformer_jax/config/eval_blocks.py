@@ -36,6 +36,16 @@ DEFAULT_EVALUATORS: dict[str, dict[str, Any]] = {
     # hypotheses, GNMT length penalty `beam_alpha`; the paper: 4 and 0.6) and greedily, and
     # writes the translations to the run directory.
     "bleu": {**COMMON_KEYS, "enabled": False, "examples": 0, "beam_size": 4, "beam_alpha": 0.6},
+    # Decoder-only language models on text streams (train/length_eval.py): loss by position on
+    # consecutive windows `factor` x data.seq_len long, at most `windows` per split (0 = all),
+    # in buckets of `bucket` positions and the bands (L, 2L], (2L, 4L], ... Off by default.
+    "length_extrapolation": {
+        **COMMON_KEYS,
+        "enabled": False,
+        "factor": 8,
+        "windows": 64,
+        "bucket": 16,
+    },
 }
 
 # The train fields the blocks replaced: old name -> (evaluator, option).

@@ -97,6 +97,23 @@ class Dataset:
         require(split in splits, "split", split, f"one of {splits}", prefix="")
         return self._source.eval_batches(split, batch_size=batch_size, max_examples=max_examples)
 
+    def windows(
+        self, split: str, *, length: int, batch_size: int, max_examples: int | None = None
+    ) -> Sequence[Batch]:
+        """Batches of consecutive `length`-token windows of a text stream's split (character
+        LMs, unpacked), at a length other than the training one; a ValueError naming the
+        dataset when it is not such a stream."""
+        read = getattr(self._source, "windows", None)
+        require(
+            read is not None,
+            "name",
+            self.info.name,
+            "a text stream read in consecutive windows (text_file, shakespeare_char, "
+            "tiny_shakespeare)",
+        )
+        require_at_least("length", length, 1, prefix="")
+        return read(split, length=length, batch_size=batch_size, max_examples=max_examples)
+
     def text_pairs(self, split: str, *, max_examples: int | None = None) -> list[tuple[str, str]]:
         """(source, target) raw text of `split` (its first `max_examples`), in the order of
         `eval_batches`: what decoded translations are scored against. Translation data only."""

@@ -110,9 +110,21 @@ class CharStreamData:
                 shuffle_bins=False,
             )
             return rows_to_batches(packed, batch_size)
-        tokens = self._tokenizer.encode_array(text)
-        starts = range(0, len(tokens), self._seq_len)[:max_examples]
-        rows = ({"targets": pad(tokens[s : s + self._seq_len], self._seq_len)} for s in starts)
+        return self.windows(
+            split, length=self._seq_len, batch_size=batch_size, max_examples=max_examples
+        )
+
+    def windows(
+        self, split: str, *, length: int, batch_size: int, max_examples: int | None
+    ) -> list:
+        """Consecutive windows of `length` characters covering the split (the last one
+        0-padded), the first `max_examples` of them: the unpacked evaluation rows at any
+        length, e.g. longer than the training windows. Packed rows restart their positions
+        at every paragraph, so they are refused: no row would reach the longer positions."""
+        require(not self._packing, "packing", self._packing, "False for windows of any length")
+        tokens = self._tokenizer.encode_array(self._text(split))
+        starts = range(0, len(tokens), length)[:max_examples]
+        rows = ({"targets": pad(tokens[s : s + length], length)} for s in starts)
         return rows_to_batches(rows, batch_size)
 
 

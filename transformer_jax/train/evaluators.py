@@ -36,7 +36,7 @@ from transformer_jax import fields as F
 from transformer_jax.config import eval_blocks
 from transformer_jax.data.abstract import abstract_batch, longest_lengths
 from transformer_jax.registry import Registry
-from transformer_jax.train import bleu_eval
+from transformer_jax.train import bleu_eval, length_eval
 from transformer_jax.train import step as steps
 from transformer_jax.train.timing import Phases
 
@@ -293,6 +293,19 @@ def _bleu_check(field: str, block: dict) -> None:
     F.check_float(f"{field}.beam_alpha", block["beam_alpha"], at_least=0.0)
 
 
+def _length_programs(prepared) -> dict[str, EvalProgram]:
+    """The per-position loss at the long windows' shapes (train/length_eval.py)."""
+    if not length_eval.enabled(prepared):
+        return {}
+    block = prepared.train_cfg.evaluators[length_eval.NAME]
+    _, length = length_eval.window_length(prepared, block)
+    model = length_eval.eval_model(prepared, length, block["factor"])
+    batch = length_eval.long_batch(prepared, length)
+    fn = jax.jit(length_eval.position_step(model))
+    tokens = prepared.batch_size * length
+    return {length_eval.NAME: EvalProgram(fn, lambda state: (state, batch), True, tokens)}
+
+
 EVALUATORS.add("teacher_forced", EvaluatorEntry(_teacher_forced))
 EVALUATORS.add(
     "generation",
@@ -311,6 +324,15 @@ EVALUATORS.add(
         options=_own_options("bleu"),
         check=_bleu_check,
         splits=bleu_eval.splits,
+    ),
+)
+EVALUATORS.add(
+    length_eval.NAME,
+    EvaluatorEntry(
+        length_eval.build,
+        programs=_length_programs,
+        options=_own_options(length_eval.NAME),
+        check=length_eval.check,
     ),
 )
 
