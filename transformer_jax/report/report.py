@@ -22,12 +22,14 @@ from transformer_jax.report import (
     factorial,
     factorial_tables,
     plots,
+    sequential_section,
     summary,
     tables,
     tuning,
 )
 from transformer_jax.report.factorial_tables import EFFECTS_CSV
 from transformer_jax.run_dir import git_commit, read_config
+from transformer_jax.sweep import grid_edges
 from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep.spec import Sweep, format_override
 from transformer_jax.sweep_dir import DONE_STATUSES, read_runs_csv, read_sweep_json
@@ -193,7 +195,8 @@ def write_report(
     if isinstance(runs_csv, str):
         runs_csv = [runs_csv]
     resolved = read_sweep_json(workdir)
-    sweep = Sweep.from_dict(resolved)
+    # With grid_extension, the settings its record (grid_extensions.json) added.
+    sweep = grid_edges.applied(Sweep.from_dict(resolved), workdir)
     with sweep_record.unpacked(workdir) as record:
         return _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv, force)
 
@@ -292,6 +295,13 @@ def _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv
         else:
             _remove_stale(workdir, fname)
 
+    sequential_lines = []
+    if sweep.confirm_rounds and tuned is not None:
+        found = sequential_section.decisions(sweep, by_run_variant, tuned.chosen, workdir)
+        with open(os.path.join(workdir, sequential_section.SEQUENTIAL_CSV), "w") as f:
+            f.write(sequential_section.to_csv(found))
+        sequential_lines = ["", "### Seeds until decided", ""]
+        sequential_lines += sequential_section.section(sweep, found, digits)
     tuning_lines = []
     if tuned is not None:
         with open(os.path.join(workdir, tuning.SELECTION_CSV), "w") as f:
@@ -300,6 +310,8 @@ def _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv
         tuning_lines = ["", "## Tuning", ""]
         tuning_lines += tuning.section(sweep, tuned, rows, untuned_rows, digits, confidence)
         tuning_lines += tuning.best_at_each_value_lines(sweep, by_run_variant, digits)
+        if sweep.grid_extension is not None:
+            tuning_lines += sequential_section.extension_lines(sweep, workdir, by_run_variant)
         figures += _isolation_plots(workdir, sweep, by_run_variant)
 
     lines = _header(resolved, sweep, all_runs, git_commit())
@@ -343,6 +355,7 @@ def _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv
         + f"[`{RUNS_CSV}`]({RUNS_CSV}) (every run), [`{TABLE_TEX}`]({TABLE_TEX}) (LaTeX, "
         + ("booktabs, the effects)." if metric_tables else "booktabs)."),
     ]
+    lines += sequential_lines
     lines += equivalent_lines
     lines += tuning_lines
     if sweep.factors:

@@ -91,7 +91,7 @@ def select(sweep: Sweep, runs: Mapping[str, Sequence[RunRecord]]) -> Tuning:
     for variant in sweep.variants:
         by_setting = {
             s: {r.seed: r for r in runs[nuisance_lib.run_variant(variant, s)]}
-            for s in sweep.settings
+            for s in sweep.settings_of(variant)
         }
         first = by_setting[next(iter(by_setting))]
         tuned[variant] = _tuned(sweep, runs, variant, chosen[variant], by_setting)
@@ -133,7 +133,12 @@ def _tuned(sweep, runs, variant, chosen, by_setting) -> tuple[RunRecord, ...]:
                 for s in sweep.confirm_seeds
             )
         name = nuisance_lib.confirm_run_variant(variant, next(iter(chosen.values())))
-        return tuple(dataclasses.replace(r, variant=variant) for r in runs.get(name, ()))
+        records = runs.get(name, ())
+        if sweep.confirm_rounds:
+            # Seeds until decided: the rounds a cell did not need are not missing runs.
+            first = set(sweep.confirm_seeds[: sweep.confirm_rounds[0]])
+            records = [r for r in records if r.status != "missing" or r.seed in first]
+        return tuple(dataclasses.replace(r, variant=variant) for r in records)
     first = by_setting[next(iter(by_setting))]
     return tuple(
         dataclasses.replace(by_setting[chosen[seed]][seed], variant=variant)
@@ -222,14 +227,15 @@ def _values(setting: Mapping[str, object]) -> str:
     return ", ".join(f"{k.rpartition('.')[2]}={v}" for k, v in setting.items())
 
 
-def chosen_text(sweep: Sweep, chosen: Mapping[int, str]) -> tuple[str, str]:
-    """(the chosen values, the edge-of-grid flag) of one variant, per seed when they differ."""
+def chosen_text(sweep: Sweep, chosen: Mapping[int, str], variant: str = "") -> tuple[str, str]:
+    """(the chosen values, the edge-of-grid flag) of one variant, per seed when they differ;
+    the edge is that of the values the variant tried (its grid extended or not)."""
     if not chosen:
         return "pending (not every setting done)", ""
     distinct = list(dict.fromkeys(chosen.values()))
-    edges = sorted(
-        {k for s in distinct for k in nuisance_lib.on_edge(sweep.nuisance, sweep.settings[s])}
-    )
+    tried = sweep.settings_of(variant) if variant else sweep.grid_settings
+    grid = {k: sorted({s[k] for s in tried.values()}, key=repr) for k in sweep.nuisance}
+    edges = sorted({k for s in distinct for k in nuisance_lib.on_edge(grid, sweep.settings[s])})
     flag = ("⚠ " + ", ".join(k.rpartition(".")[2] for k in edges)) if edges else ""
     if len(distinct) == 1:
         return _values(sweep.settings[distinct[0]]), flag
@@ -271,7 +277,7 @@ def section(
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     untuned_by_name = {row.name: row for row in untuned_rows}
     for row in tuned_rows:
-        values, flag = chosen_text(sweep, tuning.chosen[row.name])
+        values, flag = chosen_text(sweep, tuning.chosen[row.name], row.name)
         cells = [row.name, values, flag, *runner_up_text(sweep, tuning, row.name, digits)]
         for m in sweep.metrics:
             cells += [
@@ -396,7 +402,9 @@ def best_at_each_value(
         for variant in sweep.variants:
             out[key][variant] = {}
             for value in sweep.nuisance[key]:
-                at_value = [s for s, setting in sweep.settings.items() if setting[key] == value]
+                at_value = [
+                    s for s, setting in sweep.settings_of(variant).items() if setting[key] == value
+                ]
                 scores = selection.variant_scores(sweep, runs, variant, at_value)
                 chosen = choose(scores, sweep.seeds, sweep.select_mode, "cell")
                 if chosen:
@@ -463,7 +471,7 @@ def isolation_curves(
     out = {}
     for variant in sweep.variants:
         best: dict[float, float] = {}
-        for name, setting in sweep.settings.items():
+        for name, setting in sweep.settings_of(variant).items():
             records = runs[nuisance_lib.run_variant(variant, name)]
             values = [
                 v

@@ -22,6 +22,7 @@ the run variant "<variant>/confirm/<setting>" (WORKDIR/<variant>/confirm/<settin
 and the report takes every test figure from these confirmation runs (sweep/selection.py).
 """
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -127,3 +128,54 @@ def on_edge(grid: Mapping[str, Sequence[Any]], setting: Mapping[str, Any]) -> li
         if value == max(values) or (value == min(values) and value != 0):
             out.append(key)
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class GridExtension:
+    """The boundary check of a nuisance grid (sweep/grid_edges.py), declared in the sweep file.
+
+    max_rounds: how many times a cell's grid may be extended outward (each round adds one value
+      beyond every edge that needs it).
+    margin: in select_on units: an edge is extended when its inner neighbour is worse by more
+      than this and than the seed spread (the larger of the two settings' sample sds).
+    keys: the nuisance keys checked (numeric ones); () means every numeric key of the grid.
+    refine: after the last extension, one round at half the ratio: a value between the best
+      and each of its neighbours (the geometric mean where both are > 0, else the midpoint).
+    """
+
+    max_rounds: int = 2
+    margin: float = 0.0
+    keys: tuple[str, ...] = ()
+    refine: bool = False
+
+    def checked(self, grid: Mapping[str, Sequence[Any]]) -> "GridExtension":
+        """This declaration with keys filled in, validated against the nuisance grid."""
+        if isinstance(self.max_rounds, bool) or not isinstance(self.max_rounds, int):
+            raise ValueError(f"grid_extension.max_rounds = {self.max_rounds!r}: must be an int")
+        if self.max_rounds < 0:
+            raise ValueError(f"grid_extension.max_rounds = {self.max_rounds}: must be >= 0")
+        number = isinstance(self.margin, int | float) and not isinstance(self.margin, bool)
+        if not number or not self.margin >= 0:
+            raise ValueError(f"grid_extension.margin = {self.margin!r}: must be a number >= 0")
+        numeric = [k for k, vs in grid.items() if all(_is_number(v) for v in vs)]
+        keys = tuple(self.keys) or tuple(numeric)
+        for key in keys:
+            if key not in numeric:
+                raise ValueError(
+                    f"grid_extension.keys contains {key!r}: valid are the numeric nuisance keys "
+                    f"{numeric}"
+                )
+        if not isinstance(self.refine, bool):
+            raise ValueError(f"grid_extension.refine = {self.refine!r}: must be a bool")
+        return dataclasses.replace(self, keys=keys, margin=float(self.margin))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "keys": list(self.keys)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "GridExtension":
+        return cls(d["max_rounds"], d["margin"], tuple(d["keys"]), d["refine"])
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

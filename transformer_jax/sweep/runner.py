@@ -56,7 +56,7 @@ from absl import logging
 
 from transformer_jax import environment, sweep_dir, sweep_record
 from transformer_jax.run_dir import COMMAND_FILE, LOG_FILE, git_commit
-from transformer_jax.sweep import code_version, launcher, progress, selection
+from transformer_jax.sweep import code_version, grid_edges, launcher, progress, selection, sequential
 from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep.launcher import RunSpec
 from transformer_jax.sweep.nuisance import confirm_run_variant, is_confirm, split_run_variant
@@ -357,8 +357,18 @@ def confirm_specs(
     longer chooses (selection.check_confirmations). [] without confirm_seeds."""
     if not sweep.confirm_seeds:
         return []
-    settings = selection.check_confirmations(sweep, selection.read_runs(sweep, workdir))
-    return plan_confirm(sweep, workdir, config_spec, settings, variants, seeds, main_module)
+    runs = selection.read_runs(sweep, workdir)
+    settings = selection.check_confirmations(sweep, runs)
+    # A grid still being extended has no final choice yet (sweep/grid_edges.py).
+    final = grid_edges.final(sweep, workdir, runs)
+    settings = {v: s for v, s in settings.items() if v in final}
+    specs = plan_confirm(sweep, workdir, config_spec, settings, variants, seeds, main_module)
+    if sweep.confirm_rounds:
+        # Seeds until decided: the rounds each cell's undecided comparisons still need.
+        values = sequential.confirm_values(sweep, runs, settings)
+        wanted = sequential.seeds_wanted(sweep, values, list(settings))
+        specs = [s for s in specs if s.seed in wanted.get(split_run_variant(s.variant)[0], ())]
+    return specs
 
 
 def resolved_sweep(sweep: Sweep) -> dict[str, Any]:
@@ -460,6 +470,7 @@ def run_sweep(
     """
     if parallel < 1:
         raise ValueError(f"parallel = {parallel}: must be >= 1")
+    sweep = grid_edges.applied(sweep, workdir)  # the settings earlier launches added
     with locked_sweep(
         sweep,
         sweep_file,
@@ -498,12 +509,19 @@ def run_sweep(
             outcomes |= _run_all(
                 workdir, units, before, parallel, total, done, sweep.recorded_metrics, env
             )
-            confirm = confirm_specs(sweep, workdir, config_spec, variants, seeds, main_module)
-            stage = [dataclasses.replace(s, code=code) for s in confirm if s not in planned]
+            sweep, extended = grid_edges.step(sweep, workdir)
+            for entry in extended:
+                logging.info("grid of %s: %s", entry["variant"], entry["reason"])
+            more = (
+                plan(sweep, workdir, config_spec, variants, seeds, main_module) if extended else []
+            )
+            more += confirm_specs(sweep, workdir, config_spec, variants, seeds, main_module)
+            names = {s.name for s in planned}
+            stage = [dataclasses.replace(s, code=code) for s in more if s.name not in names]
             check_commands(stage)
             planned += stage
             if stage:
-                logging.info("selection complete for %d more confirmation runs", len(stage))
+                logging.info("%d more runs: grid extensions or confirmation rounds", len(stage))
 
     counts = collections.Counter(
         outcomes.get(s.name) or sweep_dir.read_run(workdir, s.variant, s.seed).status

@@ -111,7 +111,7 @@ def variant_scores(
 ) -> dict[str, dict[int, float | None]]:
     """setting -> seed -> score (select_on alone) of one variant's selection runs at `settings`
     (default: every setting)."""
-    settings = sweep.settings if settings is None else settings
+    settings = sweep.settings_of(variant) if settings is None else settings
     return {
         s: {
             r.seed: score(r, sweep.select_on, sweep.select_mode)
@@ -158,7 +158,7 @@ def stale_confirmations(
     runs exist: trained under a selection that has since changed."""
     out: dict[str, list[str]] = {}
     for variant, setting in settings.items():
-        for other in sweep.settings:
+        for other in sweep.settings_of(variant):
             name = nuisance_lib.confirm_run_variant(variant, other)
             if other != setting and any(r.status != "missing" for r in runs.get(name, ())):
                 out.setdefault(variant, []).append(other)

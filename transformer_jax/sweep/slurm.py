@@ -645,6 +645,11 @@ def submit_sweep(
     """
     if launcher not in LAUNCHERS:
         raise ValueError(f"--launcher={launcher}: valid job launchers: {', '.join(LAUNCHERS)}")
+    if sweep.grid_extension is not None or sweep.confirm_rounds:
+        raise ValueError(
+            f"--launcher={launcher}: a sweep with grid_extension or confirm_rounds decides its "
+            "next runs from the last ones; it runs with --launcher=local only"
+        )
     why = LAUNCHERS[launcher].unavailable()
     if why:
         raise ValueError(f"--launcher={launcher} cannot submit here: {why}")

@@ -34,7 +34,9 @@ from ml_collections.config_flags import config_path
 
 from transformer_jax.sweep import factors as factors_lib
 from transformer_jax.sweep import nuisance as nuisance_lib
+from transformer_jax.sweep import sequential
 from transformer_jax.sweep.factors import AnyFactor, Cell, Factor, SplitFactor
+from transformer_jax.sweep.nuisance import GridExtension
 
 OverrideValue = bool | int | float | str | tuple
 # Variant names become directory names; keep them portable and free of path separators.
@@ -80,6 +82,18 @@ class Sweep:
         setting is trained again once its selection is complete; every test figure the report
         gives then comes from these confirmation runs, the runs of `seeds` only choose
         (docs/tuning.md). Needs select_per="cell" (one setting per variant).
+      confirm_rounds: with confirm_seeds, confirmation in rounds (sweep/sequential.py):
+        cumulative seed counts, e.g. (4, 8, 12, 16, 20), the last len(confirm_seeds); after each
+        round every comparison is judged on each metric with an equivalence margin (one is
+        needed) at the bounds of an alpha-spending design, and only the cells with a comparison
+        still undecided train the next round.
+      spending: the alpha-spending function of confirm_rounds, "obrien_fleming" or "pocock".
+      grid_extension: with nuisance, the boundary check (sweep/grid_edges.py): a cell whose best
+        setting lies on an edge of a grid axis, its inner neighbour clearly worse, gets that
+        axis extended outward on the selection seeds, up to a declared number of rounds.
+      extra_settings: variant -> the settings the grid extension added to it (each a dict of
+        every nuisance key -> value); set from the sweep directory's record
+        (grid_edges.applied), never by a sweep file.
     """
 
     config: str
@@ -98,6 +112,12 @@ class Sweep:
     nuisance_default: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     equivalence_margins: Mapping[str, float] = dataclasses.field(default_factory=dict)
     confirm_seeds: tuple[int, ...] = ()
+    confirm_rounds: tuple[int, ...] = ()
+    spending: str = sequential.OBRIEN_FLEMING
+    grid_extension: GridExtension | None = None
+    extra_settings: Mapping[str, tuple[Mapping[str, Any], ...]] = dataclasses.field(
+        default_factory=dict
+    )
 
     def __post_init__(self):
         if isinstance(self.config, str) and ":" in self.config:
@@ -203,6 +223,28 @@ class Sweep:
             self, "equivalence_margins", check_margins(self.equivalence_margins, metrics)
         )
         self._check_confirm_seeds()
+        self._check_rounds()
+
+    def _check_rounds(self) -> None:
+        if self.spending not in sequential.SPENDING:
+            raise ValueError(
+                f"spending = {self.spending!r}: must be one of {list(sequential.SPENDING)}"
+            )
+        if not self.confirm_rounds:
+            object.__setattr__(self, "confirm_rounds", ())
+            return
+        rounds = sequential.check_rounds(self.confirm_rounds)
+        object.__setattr__(self, "confirm_rounds", rounds)
+        if rounds[-1] != len(self.confirm_seeds):
+            raise ValueError(
+                f"confirm_rounds = {rounds!r}: the last round must train every one of the "
+                f"{len(self.confirm_seeds)} confirm_seeds"
+            )
+        if not self.equivalence_margins:
+            raise ValueError(
+                f"confirm_rounds = {rounds!r}: needs equivalence_margins (a comparison stops "
+                "once different or equivalent within its metric's margin)"
+            )
 
     def _check_confirm_seeds(self) -> None:
         if not isinstance(self.confirm_seeds, list | tuple):
@@ -235,6 +277,7 @@ class Sweep:
         grid = nuisance_lib.check_grid(self.nuisance)
         object.__setattr__(self, "nuisance", grid)
         object.__setattr__(self, "_settings", nuisance_lib.settings(grid))
+        self._check_extension(grid)
         if not grid:
             for field in ("select_on", "select_mode", "nuisance_default"):
                 if getattr(self, field):
@@ -283,11 +326,51 @@ class Sweep:
                     )
         object.__setattr__(self, "nuisance_default", {k: default[k] for k in grid if default})
 
+    def _check_extension(self, grid) -> None:
+        if self.grid_extension is not None:
+            if not grid:
+                raise ValueError(f"grid_extension = {self.grid_extension!r}: needs nuisance")
+            if not isinstance(self.grid_extension, GridExtension):
+                raise ValueError(
+                    f"grid_extension = {self.grid_extension!r}: must be a "
+                    "transformer_jax.sweep.GridExtension"
+                )
+            object.__setattr__(self, "grid_extension", self.grid_extension.checked(grid))
+        extra: dict[str, dict[str, dict[str, Any]]] = {}
+        for variant, added in dict(self.extra_settings).items():
+            if variant not in self.variants or self.grid_extension is None:
+                raise ValueError(
+                    f"extra_settings[{variant!r}]: needs grid_extension and a variant of "
+                    f"{sorted(self.variants)}"
+                )
+            for setting in added:
+                if set(setting) != set(grid):
+                    raise ValueError(
+                        f"extra_settings[{variant!r}] holds {dict(setting)!r}: must give a "
+                        f"value for each of {list(grid)}"
+                    )
+                values = {k: setting[k] for k in grid}
+                extra.setdefault(variant, {})[nuisance_lib.setting_name(values)] = values
+        object.__setattr__(self, "_extra", extra)
+        union = dict(self._settings)
+        for added in extra.values():
+            union.update(added)
+        object.__setattr__(self, "_all_settings", union)
+
     @property
     def settings(self) -> dict[str, dict[str, Any]]:
-        """Nuisance setting name -> overrides, every combination of the grid; {} without
-        nuisance."""
+        """Nuisance setting name -> overrides, every combination of the grid and every
+        setting the grid extension added to some variant; {} without nuisance."""
+        return self._all_settings
+
+    @property
+    def grid_settings(self) -> dict[str, dict[str, Any]]:
+        """The declared grid's settings alone (every variant trains each)."""
         return self._settings
+
+    def settings_of(self, variant: str) -> dict[str, dict[str, Any]]:
+        """The settings one variant trains at: the grid's, then those its extension added."""
+        return {**self._settings, **self._extra.get(variant, {})}
 
     @property
     def default_setting(self) -> str:
@@ -305,7 +388,7 @@ class Sweep:
         return {
             nuisance_lib.run_variant(name, setting): {**overrides, **values}
             for name, overrides in self.variants.items()
-            for setting, values in self.settings.items()
+            for setting, values in self.settings_of(name).items()
         }
 
     @property
@@ -318,7 +401,7 @@ class Sweep:
         return {
             nuisance_lib.confirm_run_variant(name, setting): {**overrides, **values}
             for name, overrides in self.variants.items()
-            for setting, values in self.settings.items()
+            for setting, values in self.settings_of(name).items()
         }
 
     def overrides_of(self, run_variant: str) -> dict[str, Any]:
@@ -439,6 +522,10 @@ class Sweep:
             d["equivalence_margins"] = dict(self.equivalence_margins)
         if self.confirm_seeds:
             d["confirm_seeds"] = list(self.confirm_seeds)
+        if self.confirm_rounds:
+            d.update(confirm_rounds=list(self.confirm_rounds), spending=self.spending)
+        if self.grid_extension is not None:
+            d["grid_extension"] = self.grid_extension.to_dict()
         return d
 
     @classmethod
@@ -462,6 +549,11 @@ class Sweep:
             nuisance_default=d.get("nuisance_default", {}),
             equivalence_margins=d.get("equivalence_margins", {}),
             confirm_seeds=tuple(d.get("confirm_seeds", ())),
+            confirm_rounds=tuple(d.get("confirm_rounds", ())),
+            spending=d.get("spending", sequential.OBRIEN_FLEMING),
+            grid_extension=(
+                GridExtension.from_dict(d["grid_extension"]) if "grid_extension" in d else None
+            ),
         )
 
 
