@@ -27,7 +27,7 @@ from transformer_jax.report import (
     tuning,
 )
 from transformer_jax.report.factorial_tables import EFFECTS_CSV
-from transformer_jax.run_dir import git_commit, read_config
+from transformer_jax.run_dir import git_commit, read_config, write_text
 from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep.spec import Sweep, format_override
 from transformer_jax.sweep_dir import read_sweep_json
@@ -175,28 +175,29 @@ def write_report(
     rows = summary.summarize(sweep, runs, confidence)
     metric_tables = factorial.metric_tables(sweep, rows, confidence)
 
-    with open(os.path.join(workdir, RESULTS_CSV), "w") as f:
-        f.write(tables.results_csv(rows, sweep.metrics, confidence))
-    with open(os.path.join(workdir, RUNS_CSV), "w") as f:
-        f.write(tables.runs_csv(all_runs, sweep.recorded_metrics))
-    with open(os.path.join(workdir, TABLE_TEX), "w") as f:
+    write_text(
+        os.path.join(workdir, RESULTS_CSV), tables.results_csv(rows, sweep.metrics, confidence)
+    )
+    write_text(os.path.join(workdir, RUNS_CSV), tables.runs_csv(all_runs, sweep.recorded_metrics))
+    write_text(
+        os.path.join(workdir, TABLE_TEX),
         # A factorial sweep's paper table is its effects, each against its own reference.
-        f.write(
-            factorial_tables.latex_effects_table(metric_tables, digits, confidence)
-            if metric_tables
-            else tables.latex_table(rows, sweep.metrics, digits, confidence)
-        )
+        factorial_tables.latex_effects_table(metric_tables, digits, confidence)
+        if metric_tables
+        else tables.latex_table(rows, sweep.metrics, digits, confidence),
+    )
     if metric_tables:
-        with open(os.path.join(workdir, EFFECTS_CSV), "w") as f:
-            f.write(factorial_tables.effects_csv(metric_tables, confidence))
+        write_text(
+            os.path.join(workdir, EFFECTS_CSV),
+            factorial_tables.effects_csv(metric_tables, confidence),
+        )
     else:
         _remove_stale(workdir, EFFECTS_CSV)
 
     equivalent_lines = []
     if sweep.equivalence_margins:
         verdicts = equivalence.rows_of(sweep, rows, confidence)
-        with open(os.path.join(workdir, equivalence.EQUIVALENCE_CSV), "w") as f:
-            f.write(equivalence.to_csv(verdicts))
+        write_text(os.path.join(workdir, equivalence.EQUIVALENCE_CSV), equivalence.to_csv(verdicts))
         equivalent_lines = ["", "### Equivalence", ""]
         equivalent_lines += equivalence.section(verdicts, digits, confidence)
         equivalent_lines += [
@@ -239,8 +240,10 @@ def write_report(
 
     tuning_lines = []
     if tuned is not None:
-        with open(os.path.join(workdir, tuning.SELECTION_CSV), "w") as f:
-            f.write(tuning.selection_csv(sweep, tuned, by_run_variant))
+        write_text(
+            os.path.join(workdir, tuning.SELECTION_CSV),
+            tuning.selection_csv(sweep, tuned, by_run_variant),
+        )
         untuned_rows = summary.summarize(sweep, tuned.untuned, confidence)
         tuning_lines = ["", "## Tuning", ""]
         tuning_lines += tuning.section(sweep, tuned, rows, untuned_rows, digits, confidence)
@@ -330,6 +333,5 @@ def write_report(
     lines += [tables.runs_markdown_table(all_runs, sweep.recorded_metrics, digits)]
 
     path = os.path.join(workdir, REPORT_FILE)
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    write_text(path, "\n".join(lines))
     return path
