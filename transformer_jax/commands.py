@@ -8,6 +8,8 @@ same one line and exit status. The parser also chooses the platforms JAX starts 
 backend starts: the CPU alone where libtpu is installed without a TPU to drive
 (environment.skip_absent_tpu), so that CPU runs print none of libtpu's start-up errors.
 
+Every command's `--workdir` is checked as it is parsed (`check_workdir`).
+
 A ValueError (bad config, flag, input or checkpoint: the message names the field and the fix) or
 an OSError (a bad path, a full disk) prints `<command>: error: <message>` on stderr and exits
 with USER_ERROR_EXIT_CODE; anything else is a bug and keeps its traceback.
@@ -98,11 +100,24 @@ def parse_flags(name: str) -> Callable[[list[str]], list[str]]:
         try:
             remaining = flags.FLAGS(argv)
             _raise_unloaded_config(flags.FLAGS)
+            if "workdir" in flags.FLAGS and flags.FLAGS["workdir"].value is not None:
+                check_workdir(flags.FLAGS["workdir"].value)
             return remaining
+        except ValueError as error:  # check_workdir
+            message = str(error)
         except flags.UnrecognizedFlagError as error:
             message = f"--{error.flagname} is not a flag"
             if error.flagname.startswith("config."):
                 message = _unknown_override(error.flagname, argv)
+            elif "Did you mean:" in str(error):  # absl's suggestion of the nearest flags
+                near = str(error).split("Did you mean:", 1)[1].strip(" ?")
+                message += f"; did you mean --{near.replace(', ', ', --')}?"
+        except SyntaxError as error:  # --config=FILE that is not Python (a README)
+            config = next((a for a in argv if a.startswith("--config=")), "--config")
+            message = (
+                f"{config} is not a Python config file ({error.msg}, line {error.lineno}); "
+                "valid: a .py file defining get_config(), e.g. --config=configs/algorithmic.py:copy"
+            )
         except flags.Error as error:
             # A config file's own ValueError comes inside absl's message with its traceback:
             # its last line is what the user needs.
@@ -118,6 +133,29 @@ def parse_flags(name: str) -> Callable[[list[str]], list[str]]:
         sys.exit(USER_ERROR_EXIT_CODE)
 
     return parse
+
+
+# The kernel's views of processes, devices and drivers: no run or sweep can be written there.
+_KERNEL_DIRS = ("/proc", "/sys", "/dev")
+
+
+def check_workdir(value: str, flag: str = "--workdir") -> None:
+    """Refuses (ValueError, one line naming `flag`) a workdir that is empty or blank (an unset
+    shell variable would put the run in the current directory), a file or under one, or under
+    /proc, /sys or /dev. A directory that does not exist yet is valid."""
+    valid = "valid: a directory path, new or existing, e.g. --workdir=runs/copy"
+    if not value.strip():
+        raise ValueError(f"{flag}={value!r} is empty; {valid}")
+    path = os.path.abspath(os.path.expanduser(value))
+    for kernel in _KERNEL_DIRS:
+        if path == kernel or path.startswith(kernel + os.sep):
+            raise ValueError(f"{flag}={value} is under {kernel}, which holds no files; {valid}")
+    probe = path
+    while not os.path.isdir(probe):
+        if os.path.lexists(probe):
+            what = "is a file" if probe == path else f"is inside {probe}, a file"
+            raise ValueError(f"{flag}={value} {what}, not a directory; {valid}")
+        probe = os.path.dirname(probe)
 
 
 def _unknown_override(named: str, argv: Sequence[str]) -> str:

@@ -22,9 +22,36 @@ def check_bool(field: str, value) -> None:
         raise ValueError(f"{field}={value!r} must be True or False")
 
 
-def check_int(field: str, value, minimum: int) -> None:
+# The largest step count, step interval or length a run may have: the step counter and the
+# positions are int32 on the device, so a larger value would wrap around.
+INT32_MAX = 2**31 - 1
+# Seeds are read as 32-bit unsigned ints (jax.random.PRNGKey, the data order): 2**32 would
+# train seed 0's run again.
+SEED_LIMIT = 2**32
+
+
+def check_int(field: str, value, minimum: int, maximum: int = INT32_MAX) -> None:
+    """An int in [minimum, maximum]; the default maximum is INT32_MAX, the device's int32."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{field}={value!r} must be an integer >= {minimum}")
+    if value > maximum:
+        raise ValueError(
+            f"{field}={value!r} is too large: valid are integers from {minimum} to {maximum}"
+            + (" (the device counts in int32)" if maximum == INT32_MAX else "")
+        )
+
+
+VALID_SEEDS = f"integers from 0 to {SEED_LIMIT - 1} (2**32 - 1; larger seeds repeat smaller ones)"
+
+
+def is_seed(value) -> bool:
+    """Whether `value` is a seed: an int in [0, 2**32), the range every seed of a run is read in."""
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value < SEED_LIMIT
+
+
+def check_seed(field: str, value) -> None:
+    if not is_seed(value):
+        raise ValueError(f"{field}={value!r} is not a valid seed; valid: {VALID_SEEDS}")
 
 
 def check_float(

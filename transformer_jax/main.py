@@ -88,7 +88,7 @@ def _parse_seeds(values: list[str]) -> list[int]:
 def _parse_runs(text: str, config, workdir: str):
     """--runs: each run's config (`config` with its overrides) and its directory."""
     try:
-        runs = json.loads(text)
+        runs = json.loads(text, object_pairs_hook=_refuse_duplicate_keys)
     except json.JSONDecodeError as error:
         raise ValueError(f"--runs is not valid JSON ({error})") from None
     if (
@@ -123,6 +123,19 @@ def _parse_runs(text: str, config, workdir: str):
         configs.append(member)
         workdirs.append(str(Path(workdir) / path))
     return configs, workdirs
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object of --runs; a key given twice is refused (json keeps the last silently,
+    dropping a member or an override)."""
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise ValueError(
+            f"--runs names {', '.join(map(repr, repeated))} twice; valid: each run directory "
+            "once, and each override once per run"
+        )
+    return dict(pairs)
 
 
 def _exit_with(summaries) -> None:

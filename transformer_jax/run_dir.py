@@ -201,6 +201,12 @@ def write_bytes(path: str | os.PathLike, content: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as error:
+        os.unlink(tmp)
+        if error.filename is not None:
+            raise
+        # A write to a full disk names no file: the error line must say which one failed.
+        raise OSError(error.errno, error.strerror, path) from None
     except BaseException:
         os.unlink(tmp)
         raise

@@ -95,6 +95,13 @@ def define_flags() -> None:
         "changes (refused by default: one code version per sweep); each run records the "
         "diff's sha256 in its code.json.",
     )
+    flags.DEFINE_bool(
+        "replace",
+        False,
+        "Run (or, with --report_only --sweep, record) this sweep in a workdir whose sweep.json "
+        "records another one (other variants, seeds, grid or config: refused by default); the "
+        "old sweep.json and report are kept in WORKDIR/replaced/<n>/.",
+    )
     flags.DEFINE_string("main_module", DEFAULT_MAIN, "Trainer module run with python -m.")
     slurm.define_flags()  # --launcher, --status, --slurm_*
 
@@ -173,6 +180,7 @@ def _main(argv: Sequence[str]) -> int:
                 stored["config_spec"],
                 stored.get("quick", False),
                 stored.get("main_module", DEFAULT_MAIN),
+                replace=f.replace,
             )
         print(write_report(workdir, runs_csv=f.runs_csv or None, force=f.force))
         return 0
@@ -193,6 +201,7 @@ def _main(argv: Sequence[str]) -> int:
             seed_groups=f.seed_groups,
             compile_cache=f.compile_cache,
             allow_dirty=f.allow_dirty,
+            replace=f.replace,
         )
         print(slurm.format_status(states))
         print(
@@ -215,6 +224,7 @@ def _main(argv: Sequence[str]) -> int:
         main_module=f.main_module,
         command=recorded_command("transformer_jax.sweep", sys.argv[1:]),
         allow_dirty=f.allow_dirty,
+        replace=f.replace,
     )
     report = write_report(workdir)
     print(results_section(report))

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -240,6 +241,51 @@ def read_sweep_json(workdir: str) -> dict[str, Any]:
     return read_json_object(path, "the sweep's record", "use a new --workdir")
 
 
+# The fields of a resolved sweep that define its runs: a sweep differing from the one recorded
+# in sweep.json in any of them is another sweep. The others (metrics, baseline, description,
+# equivalence margins) only change what the report reads, and may change.
+RUN_FIELDS = (
+    "config",
+    "config_arg",
+    "variants",
+    "seeds",
+    "factors",
+    "cells",
+    "nuisance",
+    "nuisance_default",
+    "select_on",
+    "select_mode",
+    "select_per",
+    "confirm_seeds",
+)
+REPLACED_DIR = "replaced"  # WORKDIR/replaced/<n>/: the records of a sweep --replace replaced
+
+
+def another_sweep(previous: Mapping[str, Any], sweep: Mapping[str, Any]) -> list[str]:
+    """The RUN_FIELDS in which `sweep` (a Sweep's to_dict()) differs from `previous` (a
+    sweep.json), compared as JSON."""
+
+    def value(record, field):
+        return json.dumps(record.get(field), sort_keys=True)
+
+    return [f for f in RUN_FIELDS if value(previous, f) != value(sweep, f)]
+
+
+def keep_replaced(workdir: str) -> str:
+    """Copies sweep.json and the report's files (every file at the top of the workdir) into a
+    new WORKDIR/replaced/<n>/, before another sweep's definition replaces them; returns it."""
+    parent = os.path.join(workdir, REPLACED_DIR)
+    os.makedirs(parent, exist_ok=True)
+    number = 1 + max((int(n) for n in os.listdir(parent) if n.isdigit()), default=0)
+    kept = os.path.join(parent, str(number))
+    os.makedirs(kept)
+    for name in sorted(os.listdir(workdir)):
+        source = os.path.join(workdir, name)
+        if not name.startswith(".") and os.path.isfile(source):
+            shutil.copy2(source, os.path.join(kept, name))
+    return kept
+
+
 def update_sweep_json(
     workdir: str,
     sweep: Mapping[str, Any],
@@ -248,11 +294,15 @@ def update_sweep_json(
     quick: bool,
     main_module: str,
     invocation: Mapping[str, Any] | None = None,
+    *,
+    replace: bool = False,
 ) -> dict[str, Any]:
     """Writes WORKDIR/sweep.json: the resolved sweep (`sweep`, a Sweep's to_dict()) plus the
     history of launches, `invocation` appended to it (None: a report-only update).
 
-    Raises ValueError, writing nothing, if the workdir holds a sweep of another config spec."""
+    Raises ValueError, writing nothing, if the workdir holds a sweep of another config spec,
+    or one whose runs are defined otherwise (`another_sweep`) unless `replace`: then the old
+    sweep.json and report are first copied into WORKDIR/replaced/<n>/ (`keep_replaced`)."""
     path = os.path.join(workdir, SWEEP_FILE)
     previous: dict[str, Any] = {}
     if os.path.isfile(path):
@@ -265,6 +315,17 @@ def update_sweep_json(
                 f"workdir {workdir} holds a sweep run with --config={previous['config_spec']}, "
                 f"not {config_spec} (--quick changes it); use a new --workdir"
             )
+        differs = another_sweep(previous, sweep)
+        if differs and not replace:
+            raise ValueError(
+                f"workdir {workdir} holds another sweep ({previous.get('file')}; its "
+                f"{', '.join(differs)} differ from {sweep_file}'s); use a new --workdir, or "
+                f"--replace to record this one there (the old sweep.json and report are kept "
+                f"in {os.path.join(workdir, REPLACED_DIR)}/)"
+            )
+        if differs:
+            kept = keep_replaced(workdir)
+            print(f"sweep: another sweep replaces {path}; its records are kept in {kept}")
     resolved = {
         "file": sweep_file,
         **sweep,

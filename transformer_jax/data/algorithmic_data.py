@@ -7,6 +7,8 @@ With data.layout="prompt" (an "lm" dataset for decoder-only models) there are no
 the answer and its EOS, the only tokens scored.
 """
 
+import os
+import shutil
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -101,10 +103,34 @@ def _check_lengths(cfg: ml_collections.ConfigDict) -> None:
         )
 
 
+def _check_disk(cfg: ml_collections.ConfigDict, row_tokens: int) -> None:
+    """Refuses a dataset larger than the free space of data_dir (one byte per token: less than
+    array_record stores), before its generation, which would fill the disk or run for days."""
+    examples = cfg.num_train + cfg.num_test + cfg.num_test_long + cfg.num_validation
+    examples += cfg.num_test * len(cfg.test_lengths)
+    need = examples * row_tokens
+    where = os.path.abspath(cfg.data_dir)
+    while not os.path.isdir(where):
+        where = os.path.dirname(where)
+    free = shutil.disk_usage(where).free
+    if need > free:
+        raise ValueError(
+            f"data.num_train={cfg.num_train} makes a dataset of at least {need / 2**30:,.1f} GiB "
+            f"({examples:,} examples of {row_tokens} tokens), more than the "
+            f"{free / 2**30:,.1f} GiB free in data.data_dir={cfg.data_dir}; valid: fewer examples"
+        )
+
+
+def algorithmic_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
+    """The DatasetInfo of an algorithmic task from its checked config: nothing generated."""
+    return AlgorithmicData(cfg, build=False).info
+
+
 class AlgorithmicData:
     """Builds (once, into data_dir) and reads one algorithmic task; see `algorithmic.py`."""
 
-    def __init__(self, cfg: ml_collections.ConfigDict):
+    def __init__(self, cfg: ml_collections.ConfigDict, *, build: bool = True):
+        """Checks `cfg` and, with `build`, builds the data (`algorithmic_info`: without)."""
         task = cfg.name
         is_addition = task == "addition"
         num_symbols = 10 if is_addition else cfg.num_symbols
@@ -147,7 +173,9 @@ class AlgorithmicData:
         builder = builders.AlgorithmicSeq2seq(
             config=config, data_dir=cfg.data_dir, file_format="array_record"
         )
-        builders.prepare(builder)
+        if build and not builder.is_prepared():
+            _check_disk(cfg, max_input_len + max_target_len)
+            builders.prepare(builder)
         self.tfds_name = f"{builder.name}/{config.name}"
         self._data_dir = cfg.data_dir
         alphabet = algorithmic.ADDITION_ALPHABET if is_addition else symbol_alphabet(num_symbols)

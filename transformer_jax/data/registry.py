@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import ml_collections
 
-from transformer_jax.data.algorithmic_data import AlgorithmicData
+from transformer_jax.data.algorithmic_data import AlgorithmicData, algorithmic_info
 from transformer_jax.data.api import Dataset, DataSource
 from transformer_jax.data.char_lm import (
     SHAKESPEARE_SHA256,
@@ -169,10 +169,10 @@ class DatasetEntry:
 
 
 DATASETS: Registry[DatasetEntry] = Registry("data.name")
-DATASETS.add("copy", DatasetEntry(_algorithmic, AlgorithmicData))
-DATASETS.add("reverse", DatasetEntry(_algorithmic, AlgorithmicData))
-DATASETS.add("sort", DatasetEntry(_algorithmic, AlgorithmicData))
-DATASETS.add("addition", DatasetEntry(_algorithmic, AlgorithmicData))
+DATASETS.add("copy", DatasetEntry(_algorithmic, AlgorithmicData, algorithmic_info))
+DATASETS.add("reverse", DatasetEntry(_algorithmic, AlgorithmicData, algorithmic_info))
+DATASETS.add("sort", DatasetEntry(_algorithmic, AlgorithmicData, algorithmic_info))
+DATASETS.add("addition", DatasetEntry(_algorithmic, AlgorithmicData, algorithmic_info))
 DATASETS.add("text_file", DatasetEntry(_text_file, text_file_data))
 DATASETS.add("shakespeare_char", DatasetEntry(_shakespeare_char, shakespeare_char_data))
 DATASETS.add(
@@ -227,6 +227,11 @@ def checked_config(data_config) -> ml_collections.ConfigDict:
                 f"valid: a value of type {type(merged[key]).__name__}"
             )
         merged[key] = value
+    if not merged.data_dir.strip():
+        raise ValueError(
+            f"data.data_dir={merged.data_dir!r} is empty (the data would be built in the "
+            f"current directory); valid: a directory path, e.g. {DEFAULT_DATA_DIR}"
+        )
     merged.data_dir = os.path.expanduser(merged.data_dir)
     return merged
 
@@ -238,11 +243,13 @@ def load_dataset(data_config: ml_collections.ConfigDict) -> Dataset:
     return Dataset(DATASETS[cfg.name].build(cfg))
 
 
-def describe_dataset(data_config: ml_collections.ConfigDict) -> DatasetInfo:
+def describe_dataset(data_config: ml_collections.ConfigDict, *, build: bool = True):
     """The DatasetInfo a run of `data_config` sees, after checking it: from the entry's
-    `describe` where it has one (nothing read or downloaded), else from the built data."""
+    `describe` where it has one (nothing read, built or downloaded), else from the built data;
+    with `build=False` None instead (the data must be read to be described: a text file's
+    characters)."""
     cfg = checked_config(data_config)
     entry = DATASETS[cfg.name]
     if entry.describe is not None:
         return entry.describe(cfg)
-    return Dataset(entry.build(cfg)).info
+    return Dataset(entry.build(cfg)).info if build else None

@@ -28,7 +28,7 @@ from transformer_jax.report import (
     tuning,
 )
 from transformer_jax.report.factorial_tables import EFFECTS_CSV
-from transformer_jax.run_dir import git_commit, read_config
+from transformer_jax.run_dir import git_commit, read_config, write_text
 from transformer_jax.sweep import grid_edges
 from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep.spec import Sweep, format_override
@@ -233,28 +233,29 @@ def _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv
             [sweep_record.entry(r.path, r.variant, r.seed, r.status) for r in ended]
             + [item for key, item in record.items() if key not in keys],
         )
-    with open(os.path.join(workdir, RESULTS_CSV), "w") as f:
-        f.write(tables.results_csv(rows, sweep.metrics, confidence))
-    with open(os.path.join(workdir, RUNS_CSV), "w") as f:
-        f.write(tables.runs_csv(all_runs, sweep.recorded_metrics))
-    with open(os.path.join(workdir, TABLE_TEX), "w") as f:
+    write_text(
+        os.path.join(workdir, RESULTS_CSV), tables.results_csv(rows, sweep.metrics, confidence)
+    )
+    write_text(os.path.join(workdir, RUNS_CSV), tables.runs_csv(all_runs, sweep.recorded_metrics))
+    write_text(
+        os.path.join(workdir, TABLE_TEX),
         # A factorial sweep's paper table is its effects, each against its own reference.
-        f.write(
-            factorial_tables.latex_effects_table(metric_tables, digits, confidence)
-            if metric_tables
-            else tables.latex_table(rows, sweep.metrics, digits, confidence)
-        )
+        factorial_tables.latex_effects_table(metric_tables, digits, confidence)
+        if metric_tables
+        else tables.latex_table(rows, sweep.metrics, digits, confidence),
+    )
     if metric_tables:
-        with open(os.path.join(workdir, EFFECTS_CSV), "w") as f:
-            f.write(factorial_tables.effects_csv(metric_tables, confidence))
+        write_text(
+            os.path.join(workdir, EFFECTS_CSV),
+            factorial_tables.effects_csv(metric_tables, confidence),
+        )
     else:
         _remove_stale(workdir, EFFECTS_CSV)
 
     equivalent_lines = []
     if sweep.equivalence_margins:
         verdicts = equivalence.rows_of(sweep, rows, confidence)
-        with open(os.path.join(workdir, equivalence.EQUIVALENCE_CSV), "w") as f:
-            f.write(equivalence.to_csv(verdicts))
+        write_text(os.path.join(workdir, equivalence.EQUIVALENCE_CSV), equivalence.to_csv(verdicts))
         equivalent_lines = ["", "### Equivalence", ""]
         equivalent_lines += equivalence.section(verdicts, digits, confidence)
         equivalent_lines += [
@@ -298,14 +299,18 @@ def _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv
     sequential_lines = []
     if sweep.confirm_rounds and tuned is not None:
         found = sequential_section.decisions(sweep, by_run_variant, tuned.chosen, workdir)
-        with open(os.path.join(workdir, sequential_section.SEQUENTIAL_CSV), "w") as f:
-            f.write(sequential_section.to_csv(found))
+        write_text(
+            os.path.join(workdir, sequential_section.SEQUENTIAL_CSV),
+            sequential_section.to_csv(found),
+        )
         sequential_lines = ["", "### Seeds until decided", ""]
         sequential_lines += sequential_section.section(sweep, found, digits)
     tuning_lines = []
     if tuned is not None:
-        with open(os.path.join(workdir, tuning.SELECTION_CSV), "w") as f:
-            f.write(tuning.selection_csv(sweep, tuned, by_run_variant))
+        write_text(
+            os.path.join(workdir, tuning.SELECTION_CSV),
+            tuning.selection_csv(sweep, tuned, by_run_variant),
+        )
         untuned_rows = summary.summarize(sweep, tuned.untuned, confidence)
         tuning_lines = ["", "## Tuning", ""]
         tuning_lines += tuning.section(sweep, tuned, rows, untuned_rows, digits, confidence)
@@ -398,6 +403,5 @@ def _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv
     lines += [tables.runs_markdown_table(all_runs, sweep.recorded_metrics, digits)]
 
     path = os.path.join(workdir, REPORT_FILE)
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    write_text(path, "\n".join(lines))
     return path

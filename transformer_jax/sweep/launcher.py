@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import dataclasses
 import datetime
+import fcntl
 import json
 import os
 import shutil
@@ -108,23 +109,31 @@ class WorkdirLock:
 
     def __enter__(self):
         me = {"pid": os.getpid(), "hostname": socket.gethostname()}
-        try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
+        # Runners check and take the lock one at a time under a guard file they flock (and
+        # never remove): two runners finding one stale lock would otherwise both remove it,
+        # and one would fail or remove the other's new lock.
+        with open(self.path + ".guard", "a") as guard:
+            fcntl.flock(guard, fcntl.LOCK_EX)  # released when the guard is closed
             try:
-                with open(self.path) as f:
-                    other = json.load(f)
-            except (OSError, json.JSONDecodeError):
-                other = {}
-            if other.get("hostname") == me["hostname"] and not _alive(other.get("pid")):
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                try:
+                    with open(self.path) as f:
+                        other = json.load(f)
+                except (OSError, json.JSONDecodeError):
+                    other = None  # cut short by a killed runner: written under the guard
+                stale = other is None or (
+                    other.get("hostname") == me["hostname"] and not _alive(other.get("pid"))
+                )
+                if not stale:
+                    raise ValueError(
+                        f"another sweep runner ({other}) is using this workdir; wait for it, or "
+                        f"delete {self.path} if it is no longer running"
+                    ) from None
                 os.remove(self.path)  # left behind by a runner that was killed
-                return self.__enter__()
-            raise ValueError(
-                f"another sweep runner ({other}) is using this workdir; wait for it, or delete "
-                f"{self.path} if it is no longer running"
-            ) from None
-        with os.fdopen(fd, "w") as f:
-            json.dump(me, f)
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            with os.fdopen(fd, "w") as f:
+                json.dump(me, f)
         return self
 
     def __exit__(self, *exc):

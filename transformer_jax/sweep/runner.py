@@ -55,6 +55,7 @@ from typing import Any
 from absl import logging
 
 from transformer_jax import environment, sweep_dir, sweep_record
+from transformer_jax.commands import check_workdir
 from transformer_jax.run_dir import COMMAND_FILE, LOG_FILE, git_commit
 from transformer_jax.sweep import code_version, grid_edges, launcher, progress, selection, sequential
 from transformer_jax.sweep import hparams as sweep_hparams
@@ -335,11 +336,20 @@ def plan_checked(
     config_spec = f"{sweep.config}:{config_arg}" if config_arg else sweep.config
     check_overrides(sweep, config_arg)
     with_nuisance_default(sweep)  # The default must be in the grid.
+    check_workdir(workdir)
     # Absolute run directories: the trainer's checkpointer needs them (command.txt records them
     # relative to the repository when launched from it: commands.recorded_shell_command).
     workdir = os.path.abspath(workdir)
     specs = plan(sweep, workdir, config_spec, variants, seeds, main_module)
     specs += confirm_specs(sweep, workdir, config_spec, variants, seeds, main_module)
+    if not specs:
+        # Only confirmation seeds selected, before any variant's selection is complete.
+        raise ValueError(
+            f"--seeds={','.join(map(str, seeds or ()))} selects only confirmation seeds, and no "
+            "selected variant's selection runs are complete yet, so there is nothing to run; "
+            f"valid: first the selection seeds ({', '.join(map(str, sweep.seeds))}), or no "
+            "--seeds"
+        )
     check_commands(specs)
     return workdir, config_spec, specs
 
@@ -390,6 +400,7 @@ def locked_sweep(
     command: str,
     machine: Mapping[str, Any] | None,
     allow_dirty: bool = False,
+    replace: bool = False,
     **invocation: Any,
 ) -> Iterator[tuple[str, str, list[RunSpec], dict[str, Any]]]:
     """What every launcher does before starting runs: refuses a tree with uncommitted changes
@@ -398,7 +409,8 @@ def locked_sweep(
     this launch to sweep.json (the command, date, commit, code version, `machine` (None: this
     host's), the selected variants and seeds, and the launcher's own `invocation` fields).
     Yields (absolute workdir, config spec, run specs, code version) with the lock held, each
-    spec carrying the code version its code.json records."""
+    spec carrying the code version its code.json records. A workdir holding another sweep is
+    refused unless `replace` (sweep_dir.update_sweep_json)."""
     code = code_version.checked(allow_dirty).to_json()
     workdir, config_spec, specs = plan_checked(sweep, workdir, variants, seeds, quick, main_module)
     specs = [dataclasses.replace(s, code=code) for s in specs]
@@ -422,6 +434,7 @@ def locked_sweep(
                 "seeds": sorted({s.seed for s in specs}),
                 **invocation,
             },
+            replace=replace,
         )
         # A sweep resumed from a record (a copy of a committed results/ folder): its recorded
         # runs come back as run directories, so the runs below skip them as done.
@@ -444,6 +457,7 @@ def run_sweep(
     command: str = "",
     machine: Mapping[str, Any] | None = None,
     allow_dirty: bool = False,
+    replace: bool = False,
 ) -> dict[str, int]:
     """Runs the selected runs not yet done (the report is written by the caller:
     transformer_jax.report.report.write_report).
@@ -464,6 +478,8 @@ def run_sweep(
       machine: environment.machine_info() of this host (computed when None).
       allow_dirty: launch even with uncommitted changes to transformer_jax/, configs/ or
         experiments/ (sweep/code_version.py); each run records the diff's sha256.
+      replace: run into a workdir whose sweep.json records another sweep, its records kept in
+        WORKDIR/replaced/<n>/ (refused otherwise: sweep_dir.update_sweep_json).
 
     Returns:
       Counts of the selected runs by final status (finished, diverged, failed, incomplete).
@@ -482,6 +498,7 @@ def run_sweep(
         command=command,
         machine=machine,
         allow_dirty=allow_dirty,
+        replace=replace,
         parallel=parallel,
         seed_groups=seed_groups,
         compile_cache=compile_cache,

@@ -630,6 +630,7 @@ def submit_sweep(
     seed_groups: bool = True,
     compile_cache: bool = True,
     allow_dirty: bool = False,
+    replace: bool = False,
 ) -> list[RunState]:
     """Submits the selected runs that are pending, interrupted or failed; returns their states.
 
@@ -641,7 +642,8 @@ def submit_sweep(
     `compile_cache` the jobs share the sweep's compilation cache, WORKDIR/.compile_cache, on
     the shared filesystem. A variant's confirmation runs (Sweep.confirm_seeds) are submitted
     by the first submission after its selection runs are done; a tree with uncommitted changes
-    to the code is refused unless `allow_dirty` (sweep/code_version.py).
+    to the code is refused unless `allow_dirty` (sweep/code_version.py), a workdir holding
+    another sweep unless `replace` (sweep_dir.update_sweep_json).
     """
     if launcher not in LAUNCHERS:
         raise ValueError(f"--launcher={launcher}: valid job launchers: {', '.join(LAUNCHERS)}")
@@ -665,6 +667,7 @@ def submit_sweep(
         command=command,
         machine=_requested_machine(launcher, slurm),
         allow_dirty=allow_dirty,
+        replace=replace,
         launcher=launcher,
         resources=dataclasses.asdict(slurm),
     ) as (workdir, config_spec, specs, _):

@@ -32,6 +32,7 @@ from typing import Any
 
 from ml_collections.config_flags import config_path
 
+from transformer_jax import fields as F
 from transformer_jax.sweep import factors as factors_lib
 from transformer_jax.sweep import nuisance as nuisance_lib
 from transformer_jax.sweep import sequential
@@ -580,8 +581,8 @@ def check_margins(margins, metrics: tuple[str, ...]) -> dict[str, float]:
 
 def _check_seeds(field: str, seeds: tuple) -> tuple[int, ...]:
     for seed in seeds:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"{field} contains {seed!r}: seeds must be ints >= 0")
+        if not F.is_seed(seed):
+            raise ValueError(f"{field} = {seeds!r} holds {seed!r}; valid seeds: {F.VALID_SEEDS}")
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"{field} = {seeds!r}: contains duplicates")
     return seeds

@@ -70,6 +70,7 @@ import numpy as np
 from jax import ShapeDtypeStruct
 from jax.sharding import NamedSharding, PartitionSpec
 
+from transformer_jax import fields as F
 from transformer_jax import run_dir
 from transformer_jax.config import TrainConfig
 from transformer_jax.data.abstract import abstract_batch, split_lengths, zeros_like
@@ -84,12 +85,18 @@ from transformer_jax.train.trainer import Prepared, prepare, sample_batch
 
 
 def check_seeds(seeds: Sequence[int]) -> list[int]:
-    """The seeds of a group as a list; a ValueError naming them unless distinct ints >= 0."""
+    """The seeds of a group as a list; a ValueError naming them unless distinct ints in
+    [0, 2**32) (fields.check_seed)."""
     seeds = list(seeds)
-    if not seeds or any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in seeds):
-        raise ValueError(f"--seeds={seeds!r} is invalid; expected one or more ints >= 0")
+    if not seeds:
+        raise ValueError("--seeds is empty; expected one or more seeds, e.g. 0,1,2")
+    for seed in seeds:
+        if not F.is_seed(seed):
+            shown = ",".join(map(str, seeds))
+            raise ValueError(f"--seeds={shown} holds {seed!r}; valid seeds: {F.VALID_SEEDS}")
     if len(set(seeds)) != len(seeds):
-        raise ValueError(f"--seeds={seeds!r} repeats a seed; each seed trains once")
+        shown = ",".join(map(str, seeds))
+        raise ValueError(f"--seeds={shown} repeats a seed; each seed trains once")
     return seeds
 
 
@@ -354,9 +361,8 @@ def train_run_group(
         )
     if max_group_size is not None and (isinstance(max_group_size, bool) or max_group_size < 1):
         raise ValueError(f"max_group_size={max_group_size!r} is invalid; expected an int >= 1")
-    for config in configs:
-        if not isinstance(config.seed, int) or isinstance(config.seed, bool) or config.seed < 0:
-            raise ValueError(f"seed={config.seed!r} is invalid; expected an int >= 0")
+    for config, workdir in zip(configs, workdirs, strict=True):
+        F.check_seed(f"{run_dir.shown(workdir)}: seed", config.seed)
     for workdir in workdirs:
         run_dir.check_layout(workdir, group=False)
     return _train_members(configs, workdirs, max_group_size=max_group_size)

@@ -29,7 +29,7 @@ from transformer_jax.config.model import splash_refusal
 from transformer_jax.defaults import FROM_DATA
 from transformer_jax.layers.attention import resolve_impl
 from transformer_jax.models import FAMILIES, build_model
-from transformer_jax.train import evaluators
+from transformer_jax.train import evaluators, fits
 from transformer_jax.train import step as steps
 from transformer_jax.train.loop import train_runs
 from transformer_jax.train.optimizer import make_optimizer
@@ -158,34 +158,30 @@ def prepare(
     (multi-host, compilation cache) left alone."""
     phases = phases or Phases()
     train_cfg = evaluators.check_blocks(TrainConfig.from_dict(config.train.to_dict()))
-    if compile_for is None:
-        setup_runtime(train_cfg)  # Multi-host and compilation cache: before any computation.
+    F.check_seed("config.seed", config.seed)
     F.check_int("data.batch_size", config.data.batch_size, 1)
     num_devices = None if compile_for is None else len(compile_for)
     check_parallel_config(train_cfg, config.data.batch_size, num_devices)
+    # Every check the data's description allows, before the data is built (or downloaded) and
+    # before the runtime starts: a bad value leaves no data directory behind.
+    described = data.describe_dataset(config.data, build=False)  # None: read to be described
+    if described is not None:
+        checked = _check_model(config, train_cfg, described)
+    if compile_for is None:
+        setup_runtime(train_cfg)  # Multi-host and compilation cache: before any computation.
+    run_devices = jax.devices() if compile_for is None else list(compile_for)
+    platform = run_devices[0].platform
+    if described is not None:
+        _check_platform(checked, train_cfg, config.data.batch_size, described, run_devices)
     with phases("data"):
         if compile_for is None:
             dataset = data.load_dataset(config.data)  # The only load of the data in a run.
             info = dataset.info
         else:
-            dataset, info = None, data.describe_dataset(config.data)
-    model_config = resolve_model_config(config, info)
-    evaluators.check_splits(train_cfg, info)
-    decodes = train_cfg.evaluators.get("generation", {}).get("enabled", False)
-    if model_config.scan_layers and info.kind == "seq2seq" and decodes:
-        raise ValueError(
-            "model.scan_layers=True cannot decode with the KV cache that the generation "
-            "evaluator uses; set train.evaluators.generation.enabled=False or "
-            "model.scan_layers=False"
-        )
-    early_stop_split = train_cfg.early_stop_metric.partition("/")[0]
-    if train_cfg.early_stop_metric and early_stop_split not in info.eval_splits:
-        raise ValueError(
-            f"train.early_stop_metric={train_cfg.early_stop_metric!r} reads split "
-            f"{early_stop_split!r}, which {info.name} does not evaluate; valid splits: "
-            f"{list(info.eval_splits)}"
-        )
-    platform = jax.default_backend() if compile_for is None else compile_for[0].platform
+            dataset, info = None, described or data.describe_dataset(config.data)
+    model_config = _check_model(config, train_cfg, info)
+    if described is None:
+        _check_platform(model_config, train_cfg, config.data.batch_size, info, run_devices)
     # config.json keeps "auto" as written: a resume on another platform resolves it afresh.
     resolved = config.to_dict()
     resolved["model"] = model_config.to_dict()
@@ -218,6 +214,37 @@ def prepare(
         dataset,
         eval_sets,
     )
+
+
+def _check_model(config, train_cfg: TrainConfig, info: data.DatasetInfo) -> ModelConfig:
+    """The model config resolved from the data, after every check of the config against the
+    data (its families, lengths, splits and early-stopping split)."""
+    model_config = resolve_model_config(config, info)
+    evaluators.check_splits(train_cfg, info)
+    decodes = train_cfg.evaluators.get("generation", {}).get("enabled", False)
+    if model_config.scan_layers and info.kind == "seq2seq" and decodes:
+        raise ValueError(
+            "model.scan_layers=True cannot decode with the KV cache that the generation "
+            "evaluator uses; set train.evaluators.generation.enabled=False or "
+            "model.scan_layers=False"
+        )
+    early_stop_split = train_cfg.early_stop_metric.partition("/")[0]
+    if train_cfg.early_stop_metric and early_stop_split not in info.eval_splits:
+        raise ValueError(
+            f"train.early_stop_metric={train_cfg.early_stop_metric!r} reads split "
+            f"{early_stop_split!r}, which {info.name} does not evaluate; valid splits: "
+            f"{list(info.eval_splits)}"
+        )
+    return model_config
+
+
+def _check_platform(model_config, train_cfg, batch_size: int, info, devices) -> None:
+    """Refuses a model its `devices` cannot run (an attention implementation of another
+    platform) or whose training cannot fit their memory (train/fits.py)."""
+    for_platform(model_config, devices[0].platform, len(devices))
+    lengths = (info.max_input_len, info.max_target_len)
+    limit = fits.machine_bytes(devices)
+    fits.check_fits(model_config, train_cfg, batch_size, lengths, limit)
 
 
 def sample_batch(prepared: Prepared):
