@@ -57,7 +57,14 @@ from absl import logging
 from transformer_jax import environment, sweep_dir, sweep_record
 from transformer_jax.commands import check_workdir
 from transformer_jax.run_dir import COMMAND_FILE, LOG_FILE, git_commit
-from transformer_jax.sweep import code_version, grid_edges, launcher, progress, selection, sequential
+from transformer_jax.sweep import (
+    code_version,
+    grid_edges,
+    launcher,
+    progress,
+    selection,
+    sequential,
+)
 from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep.launcher import RunSpec
 from transformer_jax.sweep.nuisance import confirm_run_variant, is_confirm, split_run_variant
