@@ -67,7 +67,7 @@ Where it does not, and why:
   below, with the rsqrt schedule (warmup 1,000 steps) whatever the step count. summary.json's
   early_stop says, per run, whether it reached that plateau or the cap. The UTs with offsets are
   the exception: they train the whole cap. Under the rule, their first runs (seed 0, now in
-  results/universal_table4/stopped_early/copy/) stopped at 5,000 (UT) and 4,000 steps (UT+ACT)
+  results/universal_table4/stopped_early/runs.jsonl) stopped at 5,000 (UT) and 4,000 steps (UT+ACT)
   while their training token accuracy was still climbing steadily (UT: 0.19, 0.25, 0.30, 0.33,
   0.37, 0.38, 0.39, 0.43, 0.46, 0.48 at 500, 1,000, ..., 5,000 steps), because their validation
   accuracy swung between evaluations (0.48, 0.32, 0.61, 0.57, 0.40 from step 3,000 on): it is

@@ -1,0 +1,105 @@
+"""The record of a sweep's runs (transformer_jax/sweep_record.py, runs.jsonl): run directories
+packed and unpacked byte for byte, a committed folder's report rebuilt from its record alone,
+and a rebuilt report that would list fewer finished runs than the one it replaces refused."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from transformer_jax import sweep_dir, sweep_record
+from transformer_jax.report.report import write_report
+
+REPO = Path(__file__).resolve().parents[1]
+# A committed sweep of 5 runs with curves, read again at random offsets (eval_positions/).
+COMMITTED = REPO / "results" / "universal_table4_t2t_warmup" / "copy"
+
+
+def _write(path: Path, content: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
+
+
+def test_a_run_directory_comes_back_byte_for_byte_without_what_is_rebuilt(tmp_path):
+    run = tmp_path / "run"
+    kept = {
+        "config.json": '{\n  "seed": 0\n}\n',
+        "metrics.jsonl": '{"step": 1, "split": "train", "loss": NaN}\n',
+        "translations/test.txt": "ein Hund\n",
+        "eval_positions/step_offset.json": "{}",
+    }
+    for name, text in kept.items():
+        _write(run / name, text)
+    for name in ("run.log", "hparams.json", "tokenizer.json", "checkpoints/1/state"):
+        _write(run / name, "rebuilt or live-only")
+    _write(run / "events.out.tfevents.1.host", b"\x00\x01")
+    _write(run / "blob.bin", b"\xff\xfe\x00")  # not text: left out
+    item = sweep_record.entry(str(run), "a/lr-0.1", 0, "finished")
+    assert item["files"] == dict(sorted(kept.items()))
+    sweep_record.write_record(str(tmp_path), [item])
+    assert sweep_record.read_record(str(tmp_path)) == {("a/lr-0.1", 0): item}
+    sweep_record.unpack(item, str(tmp_path / "back"))
+    for name, text in kept.items():
+        assert (tmp_path / "back" / name).read_bytes() == text.encode()
+    assert sorted(p.name for p in (tmp_path / "back").rglob("*") if p.is_file()) == sorted(
+        Path(n).name for n in kept
+    )
+
+
+def test_a_bad_record_line_names_file_and_line(tmp_path):
+    (tmp_path / "runs.jsonl").write_text('{"variant": "a", "seed": 0, "status": "done"}\n')
+    with pytest.raises(ValueError, match=r"runs.jsonl:1: not a run of the record"):
+        sweep_record.read_record(str(tmp_path))
+
+
+@pytest.fixture(scope="module")
+def committed_copy(tmp_path_factory):
+    """A copy of the committed folder, its report rebuilt (it holds no run directories)."""
+    copy = tmp_path_factory.mktemp("committed") / "copy"
+    shutil.copytree(COMMITTED, copy)
+    write_report(str(copy))
+    return copy
+
+
+def test_a_committed_folder_rebuilds_its_report_from_its_record_alone(committed_copy):
+    for name in ("runs.csv", "results.csv", "table.tex", "runs.jsonl"):
+        assert (committed_copy / name).read_text() == (COMMITTED / name).read_text(), name
+    report = (committed_copy / "report.md").read_text()
+    finished = (COMMITTED / "runs.csv").read_text().count(",finished,")
+    assert finished == 5 and report.count("| finished |") == finished  # the Runs table
+    assert "rebuilt from" not in report  # the curves were redrawn from the record's metrics
+    # The unpacked run directories (and the HParams sessions written into them) are gone.
+    assert sorted(p.name for p in committed_copy.iterdir() if p.is_dir()) == sorted(
+        p.name for p in COMMITTED.iterdir() if p.is_dir()
+    )
+
+
+def test_its_runs_read_as_they_trained_and_give_their_tensorboard_scalars(tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(COMMITTED, copy)
+    record = sweep_record.read_record(str(copy))
+    assert sweep_record.unpack_missing(str(copy), record)
+    (variant, seed), item = next(iter(record.items()))
+    run = sweep_dir.read_run(str(copy), variant, seed)
+    summary = json.loads(item["files"]["summary.json"])
+    assert run.status == item["status"] == summary["status"] and run.step == summary["step"]
+    lines = [json.loads(line) for line in item["files"]["metrics.jsonl"].splitlines()]
+    scalars = sum(len(set(line) - {"step", "split", "time"}) for line in lines)
+    assert sweep_record.write_events(run.path) == scalars
+    assert list(Path(run.path).glob("events.out.tfevents.*"))
+
+
+def test_a_rebuilt_report_with_fewer_finished_runs_is_refused_unless_forced(tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(COMMITTED, copy)
+    lines = (copy / "runs.jsonl").read_text().splitlines(keepends=True)
+    (copy / "runs.jsonl").write_text("".join(lines[:-1]))  # one recorded run lost
+    before = {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()}
+    with pytest.raises(ValueError, match=r"would list 4 finished runs where .*runs.csv lists 5"):
+        write_report(str(copy))
+    assert {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()} == before
+    write_report(str(copy), force=True)
+    assert (copy / "runs.csv").read_text().count(",finished,") == 4
+    assert not os.path.exists(copy / "transformer" / "seed_0")
