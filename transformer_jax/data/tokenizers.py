@@ -140,6 +140,38 @@ class SentencePieceTokenizer:
         return self._sp.decode(kept)
 
 
+class HuggingFaceTokenizer:
+    """A Hugging Face tokenizer.json (the `tokenizers` package) of a converted model
+    (transformer_jax/convert): its own ids, with no PAD/BOS/EOS convention of this project, so
+    `decode` keeps every id."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.source = str(path)
+        try:
+            import tokenizers
+        except ImportError:
+            raise ValueError(
+                f"{path} is a Hugging Face tokenizer, read with the tokenizers package: pip "
+                "install tokenizers"
+            ) from None
+        try:
+            self._tokenizer = tokenizers.Tokenizer.from_file(self.source)
+        except Exception as error:  # tokenizers raises its own Exception for unreadable files
+            raise ValueError(
+                f"{path} cannot be read as a Hugging Face tokenizer ({error})"
+            ) from None
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tokenizer.get_vocab_size()
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._tokenizer.decode(list(ids), skip_special_tokens=False)
+
+
 def _training_lines(texts: Iterable[str], max_chars: int) -> list[str]:
     """Non-empty lines of `texts`, stopping once `max_chars` characters are collected."""
     lines, total = [], 0
@@ -235,7 +267,7 @@ def read_tokenizer(directory: str | os.PathLike) -> Tokenizer | None:
     char = isinstance(spec, dict) and spec.get("kind") == "char"
     if (
         not isinstance(spec, dict)
-        or spec.get("kind") not in ("char", "sentencepiece")
+        or spec.get("kind") not in ("char", "sentencepiece", "huggingface")
         or (char and (not isinstance(alphabet, str) or not alphabet))
     ):
         raise ValueError(
@@ -245,6 +277,8 @@ def read_tokenizer(directory: str | os.PathLike) -> Tokenizer | None:
     run_dir.check_recorded(directory, run_dir.TOKENIZER_FILE, content)
     if spec["kind"] == "char":
         return CharTokenizer(alphabet, source=spec.get("source", "the alphabet"))
+    if spec["kind"] == "huggingface":  # a converted model's (transformer_jax/convert/run.py)
+        return HuggingFaceTokenizer(os.path.join(directory, str(spec.get("path"))))
     model_path = os.path.join(directory, run_dir.TOKENIZER_MODEL_FILE)
     try:
         with open(model_path, "rb") as f:

@@ -1,0 +1,63 @@
+"""GPT-2: a tiny random GPT2LMHeadModel, noised, converted and compared (tests/convert/parity.py).
+
+Tolerances hold across machines: float32 logits of two programs within 1e-4, the loss within
+1e-5; tokens and round-tripped bytes exactly."""
+
+import pytest
+from parity import (
+    convert,
+    import_transformers,
+    lm_measurements,
+    noised,
+    round_trip_differences,
+    transposed,
+)
+
+from transformer_jax.convert import gpt2, huggingface
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    torch, transformers = import_transformers()
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=61,
+        n_positions=24,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    hf_model = transformers.GPT2LMHeadModel(config)
+    noised(hf_model, torch)
+    hf_dir, run, back = convert(hf_model, tmp_path_factory.mktemp("gpt2"))
+    return torch, hf_model, hf_dir, run, back
+
+
+def test_converted_gpt2_matches_hugging_face(converted):
+    torch, hf_model, _, run, _ = converted
+    got = lm_measurements(hf_model, torch, run.model, run.variables, run.model_config.vocab_size)
+    assert got["logits"] < 1e-4
+    assert got["loss"] < 1e-5
+    assert got["greedy_equal"]
+    assert got["padded"] < 1e-4
+
+
+def test_gpt2_round_trip_is_bit_exact(converted):
+    _, _, hf_dir, _, back = converted
+    assert round_trip_differences(hf_dir, huggingface.read_tensors(back)) == []
+
+
+def test_a_wrong_gpt2_mapping_fails_every_comparison(converted):
+    """The last layer's attention output (a D x D Conv1D) transposed, as reading it as an
+    nn.Linear would."""
+    torch, hf_model, hf_dir, run, _ = converted
+    path = ("decoder", "layer_1", "self_attention", "out", "kernel")
+    wrong = transposed(run.state.params, path, (32, 32))
+    got = lm_measurements(hf_model, torch, run.model, {"params": wrong}, 61)
+    assert got["logits"] > 1e-2
+    assert got["loss"] > 1e-3
+    assert not got["greedy_equal"]
+    assert got["padded"] > 1e-2
+    assert round_trip_differences(hf_dir, gpt2.to_tensors(wrong, run.model_config)) != []
