@@ -130,7 +130,8 @@ def generate(
     """Decodes `inputs_BS` (see `make_generate_fn`); `rng` seeds sampling.
 
     `prompt_valid_BP` (B, P) bool: a decoder-only model's prompts are left-padded, True on
-    their real tokens (positions then count from each row's first real token); greedy search
+    their real tokens, BOS (where the model has one) the first real token of each (positions
+    count from it; no BOS is prepended); greedy search
     and sampling only. None: prompts right-padded with PAD, as before."""
     inputs_BS = jnp.asarray(inputs_BS, jnp.int32)
     rng = jax.random.PRNGKey(0) if rng is None else rng

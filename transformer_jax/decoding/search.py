@@ -101,15 +101,18 @@ def left_to_right(
     tokens are fed as they are (teacher forcing), so prompts of different lengths decode in one
     batch. With `prompt_valid_BP` (B, P) the prompt is left-padded instead: every row's prompt
     ends at P, its padding is fed masked (`step(cache, ids_B, valid_B)`, positions from the
-    mask, as `cached_step` and `full_forward_step` take it). BOS is fed first only where
-    `tokens` has one (without, P must be >= 1); generation stops at EOS only where there is one.
+    mask, as `cached_step` and `full_forward_step` take it), and the prompt carries its own
+    BOS after its padding (none is prepended). Otherwise BOS is fed first only where `tokens`
+    has one (without, P must be >= 1); generation stops at EOS only where there is one.
     `choose(logits_BV, rng) -> (B,)` picks each new token (`greedy`, or `sample` with its
     options bound); step k uses fold_in(rng, k). The result holds the prompt, the generated
     tokens through EOS, then PAD (`filler`); PAD and BOS are never chosen. `step` and `cache`
     must hold [1 +] P + O - 1 positions ([1 +]: BOS where there is one).
     """
     batch, prompt_len = prompt_BP.shape
-    start = 0 if tokens.bos is None else 1  # decoder positions before the prompt
+    # Decoder positions before the prompt: BOS, except before left padding, which must come
+    # first (a left-padded prompt carries its own BOS after its padding).
+    start = 0 if tokens.bos is None or prompt_valid_BP is not None else 1
     if start == 0 and prompt_len == 0:
         raise ValueError("model.tokens.bos_id=-1 (no BOS): decoding needs a prompt to start from")
     rng = jax.random.PRNGKey(0) if rng is None else rng
