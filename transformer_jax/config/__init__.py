@@ -7,7 +7,13 @@ Config files in configs/ are ml_collections ConfigDicts made from these dataclas
 runs, and no module reads a default from anywhere else.
 """
 
-from transformer_jax.config.model import EmbeddingConfig, ModelConfig, UniversalConfig, ViTConfig
+from transformer_jax.config.model import (
+    EmbeddingConfig,
+    ModelConfig,
+    TokenConfig,
+    UniversalConfig,
+    ViTConfig,
+)
 from transformer_jax.config.train import TrainConfig
 from transformer_jax.layers.attention import AttentionConfig
 from transformer_jax.layers.feedforward import FeedForwardConfig
@@ -21,6 +27,7 @@ __all__ = [
     "ModelConfig",
     "NormConfig",
     "PositionalConfig",
+    "TokenConfig",
     "TrainConfig",
     "UniversalConfig",
     "ViTConfig",

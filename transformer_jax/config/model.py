@@ -66,6 +66,48 @@ class EmbeddingConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class TokenConfig:
+    """The special token ids of the model's tokenizer; -1: the tokenizer has none (GPT-2 has no
+    PAD, and its one special token is both BOS and EOS). The defaults are the datasets' own
+    convention (transformer_jax.data.info), which every run written before this field had.
+
+    Padding is masked by the model's `valid` mask: where a caller passes none, by `pad_id`
+    (no padding at all without one). Decoding prepends BOS only where there is one and stops
+    at EOS only where there is one; neither PAD nor BOS is ever chosen as an output."""
+
+    PREFIX: ClassVar[str] = "model.tokens"
+
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+
+    def __post_init__(self):
+        for name in ("pad_id", "bos_id", "eos_id"):
+            F.check_int(f"{self.PREFIX}.{name}", getattr(self, name), -1)
+        if self.pad_id != -1 and self.pad_id in (self.bos_id, self.eos_id):
+            raise ValueError(
+                f"{self.PREFIX}.pad_id={self.pad_id} is also BOS or EOS: padding would hide "
+                "real tokens; valid: an id of its own, or -1 (no padding id)"
+            )
+
+    @property
+    def pad(self) -> int | None:
+        return None if self.pad_id == -1 else self.pad_id
+
+    @property
+    def bos(self) -> int | None:
+        return None if self.bos_id == -1 else self.bos_id
+
+    @property
+    def eos(self) -> int | None:
+        return None if self.eos_id == -1 else self.eos_id
+
+    def valid(self, ids):
+        """The tokens that are not padding: ids != pad_id, or all of them without a pad id."""
+        return ids == ids if self.pad is None else ids != self.pad
+
+
+@dataclasses.dataclass(frozen=True)
 class UniversalConfig:
     """Universal Transformer (Dehghani et al. 2019): every stack is ONE block applied
     recurrently with shared weights, optionally with Adaptive Computation Time (Graves 2016).
@@ -153,7 +195,7 @@ class ModelConfig:
     PREFIX: ClassVar[str] = "model"
 
     family: str = "encoder_decoder"  # see transformer_jax.families
-    vocab_size: int = 32  # token ids, including PAD=0, BOS=1, EOS=2
+    vocab_size: int = 32  # token ids, the special ones (`tokens`) included
     num_classes: int = 0  # classifier families: size of the label set
     d_model: int = 128
     num_encoder_layers: int = 2
@@ -172,6 +214,7 @@ class ModelConfig:
     norm: NormConfig = F.sub_config(NormConfig)
     ffn: FeedForwardConfig = F.sub_config(FeedForwardConfig)
     embeddings: EmbeddingConfig = F.sub_config(EmbeddingConfig)
+    tokens: TokenConfig = F.sub_config(TokenConfig)
     universal: UniversalConfig | None = F.optional_sub_config(UniversalConfig)  # None: off
     vit: ViTConfig | None = F.optional_sub_config(ViTConfig)  # exactly when family == "vit"
 
@@ -187,6 +230,13 @@ class ModelConfig:
         F.check_float("model.dropout_rate", self.dropout_rate, at_least=0.0, below=1.0)
         if not family.reads_images:  # a ViT reads pixels, not token ids
             F.check_int("model.vocab_size", self.vocab_size, 1)
+            for name in ("pad_id", "bos_id", "eos_id"):
+                if getattr(self.tokens, name) >= self.vocab_size:
+                    raise ValueError(
+                        f"model.tokens.{name}={getattr(self.tokens, name)} is not a token id "
+                        f"of model.vocab_size={self.vocab_size}; valid: -1 (none) .. "
+                        f"{self.vocab_size - 1}"
+                    )
         if self.d_model % self.attention.num_heads:
             raise ValueError(
                 f"model.d_model={self.d_model} must be divisible by model.attention.num_heads="

@@ -99,7 +99,9 @@ def make_generate_fn(model, config: DecodeConfig, input_shape: tuple[int, int]):
 
     `inputs_BS` is the source (encoder-decoder) or the right-padded prompt (decoder-only).
     Tokens are (B, O) outputs for an encoder-decoder and (B, P + O) prompt and continuation for
-    a decoder-only model, through EOS, then 0. Everything is checked here, before compiling.
+    a decoder-only model, through EOS, then PAD. Left-padded prompts pass their validity
+    (B, P) as a fourth argument (`generate`). Everything is checked here, before
+    compiling.
     """
     model_config = model.config
     check_decodable(model_config)
@@ -116,10 +118,38 @@ def make_generate_fn(model, config: DecodeConfig, input_shape: tuple[int, int]):
     )
 
 
-def generate(model, variables, inputs_BS, config: DecodeConfig = DecodeConfig(), *, rng=None):
-    """Decodes `inputs_BS` (see `make_generate_fn`); `rng` seeds sampling."""
+def generate(
+    model,
+    variables,
+    inputs_BS,
+    config: DecodeConfig = DecodeConfig(),
+    *,
+    rng=None,
+    prompt_valid_BP=None,
+):
+    """Decodes `inputs_BS` (see `make_generate_fn`); `rng` seeds sampling.
+
+    `prompt_valid_BP` (B, P) bool: a decoder-only model's prompts are left-padded, True on
+    their real tokens, BOS (where the model has one) the first real token of each (positions
+    count from it; no BOS is prepended); greedy search
+    and sampling only. None: prompts right-padded with PAD, as before."""
     inputs_BS = jnp.asarray(inputs_BS, jnp.int32)
     rng = jax.random.PRNGKey(0) if rng is None else rng
+    if prompt_valid_BP is not None:
+        if check_decodable(model.config).decodes != "prompt" or config.strategy == "beam":
+            raise ValueError(
+                "prompt_valid_BP (left-padded prompts) is for a decoder-only model's greedy "
+                f"search or sampling, not model.family={model.config.family!r} with "
+                f"strategy={config.strategy!r}"
+            )
+        prompt_valid_BP = jnp.asarray(prompt_valid_BP, bool)
+        if prompt_valid_BP.shape != inputs_BS.shape:
+            raise ValueError(
+                f"prompt_valid_BP has shape {prompt_valid_BP.shape}; valid: the prompts' "
+                f"{inputs_BS.shape}"
+            )
+        generate_fn = make_generate_fn(model, config, inputs_BS.shape)
+        return generate_fn(variables, inputs_BS, rng, prompt_valid_BP)
     generate_fn = make_generate_fn(model, config, inputs_BS.shape)
     if config.strategy == "beam":
         new_tokens = resolve_max_new_tokens(model.config, config, inputs_BS.shape[1])
@@ -129,7 +159,16 @@ def generate(model, variables, inputs_BS, config: DecodeConfig = DecodeConfig(),
     return generate_fn(variables, inputs_BS, rng)
 
 
-def _generate(variables, inputs_BS, rng, *, model, config: DecodeConfig, max_new_tokens: int):
+def _generate(
+    variables,
+    inputs_BS,
+    rng,
+    prompt_valid_BP=None,
+    *,
+    model,
+    config: DecodeConfig,
+    max_new_tokens: int,
+):
     batch = inputs_BS.shape[0]
     if check_decodable(model.config).decodes == "source":
         source_BS, prompt_BP = inputs_BS, jnp.zeros((batch, 0), jnp.int32)
@@ -149,6 +188,7 @@ def _generate(variables, inputs_BS, rng, *, model, config: DecodeConfig, max_new
             beam_size=beams,
             alpha=config.alpha,
             max_new_tokens=max_new_tokens,
+            tokens=model.config.tokens,
         )
         return tokens
     choose = search.greedy
@@ -160,5 +200,12 @@ def _generate(variables, inputs_BS, rng, *, model, config: DecodeConfig, max_new
         model, variables, batch_size=batch, length=length, inputs_BS=source_BS
     )
     return search.left_to_right(
-        step, cache, prompt_BP, max_new_tokens=max_new_tokens, choose=choose, rng=rng
+        step,
+        cache,
+        prompt_BP,
+        max_new_tokens=max_new_tokens,
+        choose=choose,
+        rng=rng,
+        tokens=model.config.tokens,
+        prompt_valid_BP=prompt_valid_BP,
     )

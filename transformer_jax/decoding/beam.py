@@ -11,8 +11,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from transformer_jax.data.info import EOS_ID
-from transformer_jax.decoding.search import initial_sequence, never_special
+from transformer_jax.config import TokenConfig
+from transformer_jax.decoding.search import DATASET_TOKENS, initial_sequence, never_special
 from transformer_jax.decoding.steps import StepFn
 
 # Finite, so that sums of it stay ordered and never produce NaN (as in the flax examples).
@@ -35,12 +35,19 @@ class BeamState(NamedTuple):
 
 
 def beam_search(
-    step: StepFn, cache, prompt_BP, *, beam_size: int, alpha: float, max_new_tokens: int
+    step: StepFn,
+    cache,
+    prompt_BP,
+    *,
+    beam_size: int,
+    alpha: float,
+    max_new_tokens: int,
+    tokens: TokenConfig = DATASET_TOKENS,
 ) -> tuple[jnp.ndarray, jnp.ndarray]:
     """The best hypothesis per row. -> tokens (B, P + O) int32, scores (B,) float32.
 
     `step` and `cache` serve R = B * W rows, row b * W + w being beam w of example b, and hold
-    P + O positions; `prompt_BP` is right-padded with 0 and fed as is (its tokens add nothing
+    P + O positions; `prompt_BP` is right-padded with PAD and fed as is (its tokens add nothing
     to the score). Each step extends the W live beams by every token and keeps the 2W best
     candidates; an EOS candidate ranked among the first W becomes a finished hypothesis, the W
     best others stay live (the rule of fairseq and Hugging Face; with W = 1 this is greedy
@@ -52,7 +59,8 @@ def beam_search(
     batch, prompt_len = prompt_BP.shape
     length = prompt_len + max_new_tokens
     k = beam_size
-    seq_BL, prompt_lengths_B = initial_sequence(prompt_BP, max_new_tokens)
+    eos = -1 if tokens.eos is None else tokens.eos  # -1: no token ends a hypothesis
+    seq_BL, prompt_lengths_B = initial_sequence(prompt_BP, max_new_tokens, tokens)
     rank_12W = jnp.arange(2 * k)[None, :]
 
     def not_done(state: BeamState):
@@ -62,7 +70,7 @@ def beam_search(
         i = state.i
         logits_RV, cache = step(state.cache, state.alive_seq_BWL[:, :, i].reshape(batch * k))
         vocab = logits_RV.shape[-1]
-        logp_RV = never_special(jax.nn.log_softmax(logits_RV.astype(jnp.float32)))
+        logp_RV = never_special(jax.nn.log_softmax(logits_RV.astype(jnp.float32)), tokens)
         logp_BWV = logp_RV.reshape(batch, k, vocab)
         in_prompt_B = i < prompt_lengths_B
         prompt_token_B = state.alive_seq_BWL[:, 0, i + 1]
@@ -81,7 +89,7 @@ def beam_search(
         # EOS candidates among the first W finish (skipping NEG_INF placeholders and finished
         # rows, which keep their result).
         done_B = state.num_finished_B >= k
-        ends_B2K = (token_B2K == EOS_ID) & ~in_prompt_B[:, None]
+        ends_B2K = (token_B2K == eos) & ~in_prompt_B[:, None]
         finishing_B2K = ends_B2K & (rank_12W < k) & (logp_B2K > NEG_INF / 2) & ~done_B[:, None]
         generated_B = i + 1 - prompt_lengths_B  # Output tokens so far, this EOS included.
         score_B2K = logp_B2K / length_penalty(generated_B, alpha)[:, None]

@@ -29,10 +29,12 @@ class EncoderClassifier(nn.Module):
     config: ModelConfig
 
     @nn.compact
-    def __call__(self, ids_BT, *, train: bool = False):
+    def __call__(self, ids_BT, *, valid_BT=None, train: bool = False):
+        """`valid_BT`: the tokens that are not padding (default: `model.tokens.valid`)."""
         cfg = self.config
         x_BTD = token_embedding(cfg, name="embedding").encode(ids_BT)
-        valid_BT = ids_BT != 0
+        if valid_BT is None:
+            valid_BT = cfg.tokens.valid(ids_BT)
         if cfg.pooling == "cls":
             cls_11D = self.param("cls", nn.initializers.zeros, (1, 1, cfg.d_model), jnp.float32)
             cls_B1D = jnp.broadcast_to(cls_11D, (x_BTD.shape[0], 1, cfg.d_model))

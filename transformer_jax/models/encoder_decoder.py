@@ -15,11 +15,12 @@ from transformer_jax.models.universal import stack_class
 class EncoderDecoder(nn.Module):
     """(B, S) source ids and (B, T) decoder input ids -> (B, T, V) float32 logits.
 
-    The decoder input is the target shifted right behind BOS (teacher forcing, NTHU slides
-    55-56); id 0 is padding in both. `encode` and `decode` are exposed for generation; with
-    `use_cache` the decoder keeps its keys and values, and the cross-attention keys and values
-    of the encoder output, in the "cache" collection (see `transformer_jax.decoding`).
-    Parameters are the same either way.
+        The decoder input is the target shifted right behind BOS (teacher forcing, NTHU slides
+        55-56); padding, in both, is what `valid_BS` / `valid_BT` exclude (default: the tokens
+    `model.tokens.valid` calls padding). `encode` and `decode` are exposed for generation; with
+        `use_cache` the decoder keeps its keys and values, and the cross-attention keys and values
+        of the encoder output, in the "cache" collection (see `transformer_jax.decoding`).
+        Parameters are the same either way.
     """
 
     config: ModelConfig
@@ -45,9 +46,10 @@ class EncoderDecoder(nn.Module):
             return self.source_embedding
         return self.target_embedding
 
-    def encode(self, inputs_BS, *, train: bool = False):
+    def encode(self, inputs_BS, *, valid_BS=None, train: bool = False):
         """-> encoder states (B, S, D) and the source padding mask (B, S)."""
-        valid_BS = inputs_BS != 0
+        if valid_BS is None:
+            valid_BS = self.config.tokens.valid(inputs_BS)
         memory_BSD = self.encoder(
             self.source_embedding.encode(inputs_BS),
             valid_BT=valid_BS,
@@ -55,18 +57,32 @@ class EncoderDecoder(nn.Module):
         )
         return memory_BSD, valid_BS
 
-    def decode(self, decoder_inputs_BT, memory_BSD, memory_valid_BS, *, train: bool = False):
+    def decode(
+        self,
+        decoder_inputs_BT,
+        memory_BSD,
+        memory_valid_BS,
+        *,
+        valid_BT=None,
+        positions_BT=None,
+        train: bool = False,
+    ):
         """-> (B, T, V) float32 logits of the next target tokens."""
         embedding = self._target_embedding()
+        if valid_BT is None:
+            valid_BT = self.config.tokens.valid(decoder_inputs_BT)
         y_BTD = self.decoder(
             embedding.encode(decoder_inputs_BT),
-            valid_BT=decoder_inputs_BT != 0,
+            valid_BT=valid_BT,
+            positions_BT=positions_BT,
             memory_BSD=memory_BSD,
             memory_valid_BS=memory_valid_BS,
             train=train,
         )
         return output_logits(self.output, embedding, y_BTD)
 
-    def __call__(self, inputs_BS, decoder_inputs_BT, *, train: bool = False):
-        memory_BSD, valid_BS = self.encode(inputs_BS, train=train)
-        return self.decode(decoder_inputs_BT, memory_BSD, valid_BS, train=train)
+    def __call__(
+        self, inputs_BS, decoder_inputs_BT, *, valid_BS=None, valid_BT=None, train: bool = False
+    ):
+        memory_BSD, valid_BS = self.encode(inputs_BS, valid_BS=valid_BS, train=train)
+        return self.decode(decoder_inputs_BT, memory_BSD, valid_BS, valid_BT=valid_BT, train=train)

@@ -23,6 +23,15 @@ def default_positions(ids_BT: jnp.ndarray) -> jnp.ndarray:
     return jnp.broadcast_to(jnp.arange(ids_BT.shape[1], dtype=jnp.int32), ids_BT.shape[:2])
 
 
+def mask_positions(valid_BT: jnp.ndarray) -> jnp.ndarray:
+    """Positions counted from each row's first real token: index - the row's leading padding,
+    so a left-padded row gets the positions it has unpadded, and a row without leading padding
+    its indices (padding later in a row keeps its slot, as `default_positions` gives it); the
+    leading padding gets 0. -> (B, T) int32."""
+    leading_B1 = jnp.sum(jnp.cumprod(~valid_BT, axis=1), axis=1, keepdims=True)
+    return jnp.maximum(default_positions(valid_BT) - leading_B1.astype(jnp.int32), 0)
+
+
 def build_context(
     cfg: ModelConfig,
     module: nn.Module,
@@ -253,9 +262,8 @@ class TransformerStack(nn.Module):
         start = index.value
         cached_valid.value = jax.lax.dynamic_update_slice(cached_valid.value, valid_BT, (0, start))
         index.value = start + valid_BT.shape[1]
-        return (
-            start + default_positions(valid_BT),
-            default_positions(cached_valid.value),
-            cached_valid.value,
-            start,
-        )
+        # Positions from the row's first real token, so left padding is skipped; without
+        # leading padding they are the indices.
+        k_pos_BL = mask_positions(cached_valid.value)
+        q_pos_BT = jax.lax.dynamic_slice_in_dim(k_pos_BL, start, valid_BT.shape[1], axis=1)
+        return q_pos_BT, k_pos_BL, cached_valid.value, start
