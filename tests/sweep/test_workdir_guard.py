@@ -99,7 +99,7 @@ def test_sweep_seeds_are_distinct_and_in_range(seeds, message):
 def test_only_confirmation_seeds_on_a_fresh_workdir_is_refused(project):
     sweep = Sweep(
         config="configs/fake.py",
-        variants={"base": {}, "better": {"fake.offset": 0.1}},
+        variants={"base": {}, "better": {"fake.mode": "ok"}},
         seeds=(0, 1),
         metrics=("test/seq_accuracy",),
         baseline="base",

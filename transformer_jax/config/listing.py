@@ -67,7 +67,7 @@ def field_docs() -> dict[str, str]:
 def _flat(tree: Mapping, prefix: str = "") -> dict:
     out = {}
     for key, value in tree.items():
-        if isinstance(value, Mapping) and value and not prefix + key == "train.evaluators":
+        if isinstance(value, Mapping) and value and prefix + key != "train.evaluators":
             out.update(_flat(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
