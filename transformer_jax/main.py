@@ -2,7 +2,8 @@
 
 Override any field in the ml_collections style, e.g. --config.model.norm.kind=rmsnorm
 --config.model.attention.scale=none --config.train.steps=500. Rerunning with the same workdir
-resumes from its latest checkpoint.
+resumes from its latest checkpoint. --print_config lists every field of the config with its
+value, type and doc, and exits.
 
 --seeds=0,1,2 trains the config once per seed as one seed group (transformer_jax/train/
 seed_group.py): one vmapped program, seed s in WORKDIR/seed_<s>/ (config.seed is ignored), each
@@ -39,7 +40,13 @@ _RUNS = flags.DEFINE_string(
     'config keys, "seed" among them), e.g. \'{"lr-0.001/seed_0": {"seed": 0, '
     '"train.learning_rate": 0.001}}\'.',
 )
-flags.mark_flags_as_required(["config", "workdir"])
+_PRINT_CONFIG = flags.DEFINE_bool(
+    "print_config",
+    False,
+    "Print every field of the config (with the overrides): its value, type and one-line doc, "
+    "then exit; nothing is built or written, and --workdir is not needed.",
+)
+flags.mark_flags_as_required(["config"])
 INTERRUPTED_EXIT_CODE = 128 + 2  # as a shell reports a process ended by SIGINT
 
 # Exit status: 0 finished; 2 a user error or a checkpoint that could not be saved, e.g. on a full
@@ -52,6 +59,13 @@ INTERRUPTED_EXIT_CODE = 128 + 2  # as a shell reports a process ended by SIGINT
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO.
+    if _PRINT_CONFIG.value:
+        from transformer_jax.config.listing import listing
+
+        print("\n".join(listing(_CONFIG.value.to_dict())))
+        return
+    if _WORKDIR.value is None:
+        raise ValueError("--workdir is required (the run directory), e.g. --workdir=runs/copy")
     try:
         if _RUNS.value is not None:
             if _SEEDS.value is not None:

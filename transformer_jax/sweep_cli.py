@@ -1,21 +1,18 @@
-"""The sweep command line: runs a sweep file into a workdir, or only rebuilds its report.
-
-It writes the report (transformer_jax/report), which reads the sweep package's definitions, so it
-sits above both packages; `python -m transformer_jax.sweep` runs it (transformer_jax/sweep/
-__main__.py hands the process over).
+"""Runs a sweep file into a workdir, or only rebuilds its report.
 
     python -m transformer_jax.sweep --sweep=experiments/attention_scale.py --workdir=runs/scale
     python -m transformer_jax.sweep --workdir=runs/scale --report_only
-    python -m transformer_jax.sweep --sweep=experiments/attention_scale.py \
-        --workdir=results/attention_scale --report_only --runs_csv=results/attention_scale/runs.csv
+    python -m transformer_jax.sweep --workdir=runs/scale --status
     python -m transformer_jax.sweep --sweep=... --workdir=DIR --launcher=slurm --slurm_gpus=1
-    python -m transformer_jax.sweep --workdir=DIR --status
     python -m transformer_jax.sweep --workdir=COPY_OF_RESULTS_FOLDER --tensorboard
 
-Rerunning the same command resumes the sweep (see runner, and slurm for the job launchers). The
-exit status is 1 when a selected run failed or stopped before finishing (a submission exits 0 once
-its jobs are queued), 2 for a bad sweep file, flag or workdir, 130 when interrupted.
-"""
+A committed results folder's report is rebuilt from its record (runs.jsonl) or its runs.csv:
+
+    python -m transformer_jax.sweep --workdir=results/attention_scale --report_only
+
+Rerunning the same command resumes the sweep. Exit status: 0 done; 1 a selected run failed or
+stopped before finishing (a submission exits 0 once its jobs are queued); 2 a bad sweep file,
+flag or workdir (one error line); 130 interrupted."""
 
 import sys
 from collections.abc import Sequence
@@ -30,6 +27,11 @@ from transformer_jax.sweep import slurm
 from transformer_jax.sweep.runner import DEFAULT_MAIN, resolved_sweep, run_sweep
 from transformer_jax.sweep.spec import Sweep, load_sweep
 from transformer_jax.sweep_dir import read_run, read_sweep_json, run_dir, update_sweep_json
+
+# The module docstring is the command's --help. This module writes the report
+# (transformer_jax/report), which reads the sweep package's definitions, so it sits above both
+# packages; `python -m transformer_jax.sweep` runs it (transformer_jax/sweep/__main__.py hands
+# the process over). Resuming: sweep/runner.py, and sweep/slurm.py for the job launchers.
 
 
 def define_flags() -> None:

@@ -40,7 +40,9 @@ _SWEEP = flags.DEFINE_string("sweep", None, "Or a sweep file: its baseline varia
 _VARIANT = flags.DEFINE_string("variant", None, "With --sweep: this variant's run instead.")
 _TOPOLOGY = flags.DEFINE_string("topology", "v5e:1x1", "TPU slice: v5e:1x1, v5e:2x4, v4:2x2x1...")
 _FIT = flags.DEFINE_bool("fit", False, "Also find the largest global batch that fits.")
-_FIT_COMPILES = flags.DEFINE_integer("fit_compiles", 10, "Most train-step compiles --fit makes.")
+_FIT_COMPILES = flags.DEFINE_integer(
+    "fit_compiles", 10, "Most train-step compiles --fit makes.", lower_bound=1
+)
 _DECODE = flags.DEFINE_bool("decode", True, "Also compile the evaluators' decoding programs.")
 _GROUP = flags.DEFINE_integer(
     "group", 0, "Also compile a run group of this many members (a tuned cell as one program)."
@@ -50,6 +52,8 @@ _GROUP = flags.DEFINE_integer(
 @one_line_errors("aot")
 def main(argv):
     del argv
+    if _GROUP.value and _GROUP.value < 2:  # before anything compiles
+        raise ValueError(f"--group={_GROUP.value} is invalid; valid: 0 (none) or 2 or more members")
     topology = get_topology(_TOPOLOGY.value)  # A bad name fails before any config work.
     if (_CONFIG.value is None) == (_SWEEP.value is None):
         raise ValueError("give one of --config=<config file> or --sweep=<sweep file>")
@@ -68,8 +72,6 @@ def main(argv):
     for program in programs:
         print(report.program_line(target, program))
     if _GROUP.value:
-        if _GROUP.value < 2:
-            raise ValueError(f"--group={_GROUP.value} is invalid; expected 2 or more members")
         group = compile_group(target, _GROUP.value)
         print(report.program_line(target, group))
         print(report.group_line(target, programs[0], group))
