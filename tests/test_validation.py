@@ -93,7 +93,9 @@ def results(tmp_path_factory):
         where = root / f"bad{i}"
         where.mkdir()
         own = [f"--workdir={where / 'run'}"] if module == "main" else []
-        if module != "sweep" and "--config=README.md" not in flags:
+        # A case that sets data_dir itself keeps its own value (a later flag would override it).
+        sets_data_dir = any(f.startswith("--config.data.data_dir=") for f in flags)
+        if module != "sweep" and "--config=README.md" not in flags and not sets_data_dir:
             own.append(f"--config.data.data_dir={where / 'data'}")
         cases.append((_module(module), [*flags, *own]))
         dirs.append(where)
