@@ -1,6 +1,8 @@
 """Seeds until decided (sweep/sequential.py): boundaries against published values and an
 independent computation, error rates by simulation, and the stopping rule end to end."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -145,9 +147,9 @@ def test_a_clear_difference_stops_early_and_a_tie_runs_on(project):
         main_module="fake_main",
         machine=MACHINE,
     )
-    # Decided different at the second look (the first's bound is ~10 at 3 df).
+    # Decided different at the second look (its first t bound is 14.0 at 3 df).
     assert _confirm_seeds(clear, "shifted") == list(range(10, 17))
-    report = open(write_report(str(clear))).read()
+    report = Path(write_report(str(clear))).read_text()
     assert "| `test/loss` | shifted − base | – | 7 | 2 |" in report
     assert "**different**" in report
     close = project / "close"
