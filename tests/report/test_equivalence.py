@@ -148,7 +148,9 @@ def test_a_factorial_sweep_gets_verdicts_for_its_effects_and_interactions(tmp_pa
     shift = {"sqrt_d2": 0.0, "none_d2": 0.5, "sqrt_d6": 0.001, "none_d6": 0.501}
     for variant, offset in shift.items():
         for seed in sweep.seeds:
-            metrics = {"test": {"loss": 1.0 + 0.01 * seed + offset + 0.001 * (seed == 1)}}
+            # The per-seed differences must spread: sd 0 gives no test (report/stats.py).
+            spread = 0.001 * (seed == 1) * (1 + offset) + 0.0005 * (seed == 2) * (offset + 1) ** 3
+            metrics = {"test": {"loss": 1.0 + 0.01 * seed + offset + spread}}
             write_run(workdir, variant, seed, "finished", metrics)
     write_report(workdir)
     with open(tmp_path / "sweep" / equivalence.EQUIVALENCE_CSV) as f:
@@ -179,7 +181,9 @@ def test_a_tuned_sweep_judges_each_variant_at_its_chosen_setting(tmp_path):
         variant, setting = run_variant.split("/")
         good = variant == "a" or "0.01" in setting  # b needs the larger rate
         for seed in sweep.seeds:
-            loss = 1.0 + 0.01 * seed + (0.001 * (seed == 1) if good else 0.5)
+            # b's seeds differ from a's a little (sd 0 would give no test).
+            jitter = 0.001 * (seed == 1) + 0.002 * (seed == 2) * (variant == "b")
+            loss = 1.0 + 0.01 * seed + (jitter if good else 0.5)
             metrics = {"validation": {"loss": loss}, "test": {"loss": loss}}
             write_run(workdir, run_variant, seed, "finished", metrics)
     write_report(workdir)

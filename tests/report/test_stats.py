@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from transformer_jax.report import stats
 
@@ -105,8 +106,11 @@ def test_paired_t_test_p_value_hand_computed():
     # The interval excludes 0 exactly when p < 1 - confidence.
     assert d.excludes_zero and d.p_value < 0.05
     assert math.isnan(stats.paired_difference({0: 1.0}, {0: 0.5}).p_value)  # one seed: no test
-    assert stats.t_test_p([0.2, 0.2, 0.2]) == 0.0  # no spread, mean not 0
-    assert stats.t_test_p([0.0, 0.0]) == 1.0
+    # No spread: no variance estimate, so no test (and no star), whatever the mean.
+    assert math.isnan(stats.t_test_p([0.2, 0.2, 0.2]))
+    assert math.isnan(stats.t_test_p([0.0, 0.0]))
+    same = stats.paired_difference({0: 1.2, 1: 1.3}, {0: 1.0, 1: 1.1})
+    assert same.mean == pytest.approx(0.2) and math.isnan(same.low) and not same.excludes_zero
 
 
 def test_paired_contrast_interaction_hand_computed():
@@ -171,3 +175,22 @@ def test_holm_agrees_with_the_step_down_procedure_on_random_families():
         p = list(rng.uniform(0, 0.1, size=rng.integers(1, 9)))
         for alpha in (0.01, 0.05):
             assert [a <= alpha for a in stats.holm(p)] == _holm_step_down(p, alpha)
+
+
+def test_holm_matches_statsmodels():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        p = list(rng.uniform(0, 0.2, 7))
+        expected = multipletests(p, method="holm")[1]
+        np.testing.assert_allclose(stats.holm(p), expected, rtol=1e-12)
+
+
+def test_the_t_interval_matches_scipy():
+    a, b = {0: 0.85, 1: 0.86, 2: 0.90, 3: 0.80}, {0: 0.80, 1: 0.82, 2: 0.84, 3: 0.81}
+    d = stats.paired_difference(a, b)
+    ref = scipy_stats.ttest_rel(list(a.values()), list(b.values()))
+    assert d.p_value == pytest.approx(ref.pvalue, rel=1e-10)
+    low, high = ref.confidence_interval(0.95)
+    assert (d.low, d.high) == (pytest.approx(low, rel=1e-10), pytest.approx(high, rel=1e-10))

@@ -2,14 +2,18 @@
 
 Seeds are few (3-5), so intervals use Student's t distribution rather than the normal one; the
 difference between two variants is paired by seed (same data order and initialisation draw), which
-removes the seed-to-seed variance both variants share. scipy is not a dependency, so the t
-quantile is computed here from the regularised incomplete beta function (Numerical Recipes, 3rd ed.,
-sections 6.4 and 6.14).
+removes the seed-to-seed variance both variants share. The t distribution is scipy.stats'.
+
+Seeds that agree exactly (sample sd 0 of the per-seed differences, e.g. a step count every seed
+reaches at the same evaluation) give no variance estimate: no interval, no p-value and so no
+star, whatever the mean.
 """
 
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
+
+from scipy import stats as scipy_stats
 
 
 def mean(values: Sequence[float]) -> float:
@@ -25,56 +29,11 @@ def sample_std(values: Sequence[float]) -> float:
     return math.sqrt(math.fsum((v - m) ** 2 for v in values) / (len(values) - 1))
 
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz's method)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 1000):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta function I_x(a, b) for 0 <= x <= 1."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    front = math.exp(log_front)
-    # The continued fraction converges fast only for x below the mean; use the symmetry
-    # I_x(a, b) = 1 - I_{1-x}(b, a) above it.
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
 def t_cdf(t: float, df: float) -> float:
-    """CDF of Student's t distribution with df degrees of freedom."""
+    """CDF of Student's t distribution with df degrees of freedom (scipy.stats.t)."""
     if df <= 0:
         raise ValueError(f"df must be positive, got {df}")
-    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
+    return float(scipy_stats.t.cdf(t, df))
 
 
 def t_quantile(p: float, df: float) -> float:
@@ -83,21 +42,7 @@ def t_quantile(p: float, df: float) -> float:
         raise ValueError(f"p must be in (0, 1), got {p}")
     if df <= 0:
         raise ValueError(f"df must be positive, got {df}")
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        lo, hi = hi, hi * 2.0
-    # Bisection: the CDF is monotone, and 200 halvings reach float resolution from any bracket.
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-13 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
+    return float(scipy_stats.t.ppf(p, df))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +50,8 @@ class PairedDifference:
     """Mean of per-seed differences (variant - baseline, or any contrast) with its confidence
     interval and the two-sided p-value of the paired t-test of mean 0.
 
-    low/high/p_value are NaN when fewer than two seeds are paired (no variance estimate).
+    low/high/p_value are NaN when fewer than two seeds are paired or the per-seed differences
+    have no spread (no variance estimate).
     """
 
     mean: float
@@ -118,20 +64,26 @@ class PairedDifference:
     @property
     def excludes_zero(self) -> bool:
         """True when the whole interval lies on one side of zero (a significant difference)."""
-        return self.n >= 2 and (self.low > 0.0 or self.high < 0.0)
+        return self.n >= 2 and not math.isnan(self.low) and (self.low > 0.0 or self.high < 0.0)
+
+
+def no_spread(values: Sequence[float]) -> bool:
+    """True when the values agree up to float rounding (their mean of equal values is not
+    always exact, so neither is a zero sd)."""
+    return sample_std(values) <= 1e-12 * max(1.0, abs(mean(values)))
 
 
 def t_test_p(diffs: Sequence[float]) -> float:
     """Two-sided p-value of the one-sample t-test of mean(diffs) = 0 (n - 1 degrees of freedom).
 
-    NaN for fewer than two values; with no spread, 0 when the mean is not 0 and 1 when it is.
+    NaN for fewer than two values or no spread (sd 0: no variance estimate, no test).
     """
     n = len(diffs)
     if n < 2:
         return math.nan
     d, sd = mean(diffs), sample_std(diffs)
-    if sd == 0.0:
-        return 1.0 if d == 0.0 else 0.0
+    if no_spread(diffs):
+        return math.nan
     t = abs(d) / (sd / math.sqrt(n))
     return min(1.0, 2.0 * (1.0 - t_cdf(t, n - 1)))
 
@@ -163,7 +115,7 @@ def paired_contrast(
     diffs = [math.fsum(c * values[s] for c, values in terms) for s in seeds]
     n = len(diffs)
     d = mean(diffs)
-    if n < 2:
+    if n < 2 or no_spread(diffs):
         return PairedDifference(d, math.nan, math.nan, n, seeds)
     half = t_quantile(0.5 + confidence / 2.0, n - 1) * sample_std(diffs) / math.sqrt(n)
     return PairedDifference(d, d - half, d + half, n, seeds, t_test_p(diffs))
