@@ -34,6 +34,7 @@ COMMANDS = {
     "transformer_jax.sweep": "sweep",
     "transformer_jax.aot": "aot",
     "transformer_jax.report.bleu_bootstrap": "bleu_bootstrap",
+    "transformer_jax.convert": "convert",
     **{f"transformer_jax.analysis.{name}": name for name in ANALYSES},
 }
 CONFIG_COMMANDS = ("transformer_jax.main", "transformer_jax.aot")  # those with --config

@@ -179,7 +179,7 @@ def test_a_grid_value_with_an_exponent_names_a_directory_that_reads_back():
         ({"nuisance_default": {"train.learning_rate": 5e-3}}, "lacks the base config's value"),
         ({"confirm_seeds": (2, 10)}, r"\[2\] are also among seeds"),
         ({"confirm_seeds": (10, 10)}, "contains duplicates"),
-        ({"confirm_seeds": (10, -1)}, "seeds must be ints >= 0"),
+        ({"confirm_seeds": (10, -1)}, r"confirm_seeds = \(10, -1\) holds -1; valid seeds"),
         ({"confirm_seeds": 10}, "must be a tuple of ints"),
         ({"confirm_seeds": (10,), "select_per": "seed"}, "needs select_per='cell'"),
         (

@@ -100,7 +100,7 @@ def _bad(config, path: str, value) -> None:
             "perplexity",
             {"every": 2},
             r"^train.evaluators.perplexity: no such evaluator; valid: "
-            r"\['teacher_forced', 'generation', 'bleu'\]$",
+            r"\['teacher_forced', 'generation', 'bleu', 'length_extrapolation'\]$",
         ),
         (
             "bleu.beam_sise",

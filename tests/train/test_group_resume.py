@@ -18,7 +18,6 @@ import pytest
 from test_seed_group import _Killed, copy_config
 from train_fixtures import read_metrics
 
-import transformer_jax.main as main_module
 from transformer_jax import run_dir, sweep_dir
 from transformer_jax.sweep import Sweep, runner
 from transformer_jax.train.checkpoint import Checkpointer
@@ -61,7 +60,11 @@ def _train_as_the_sweep_does(workdir, config) -> list[list[str]]:
     for unit in runner.launches(SWEEP, str(workdir), todo, SPEC, runner.DEFAULT_MAIN, True, stage):
         flags = dict(arg[2:].split("=", 1) for arg in unit.argv[3:])
         if "runs" in flags:
-            configs, workdirs = main_module._parse_runs(flags["runs"], config, flags["workdir"])
+            # Imported here: transformer_jax.main defines absl flags at import, which would
+            # collide at collection with another test module's (benchmarks) on the same worker.
+            from transformer_jax.main import _parse_runs
+
+            configs, workdirs = _parse_runs(flags["runs"], config, flags["workdir"])
         else:  # one run: --config.seed and --config.train.learning_rate
             member = config.copy_and_resolve_references()
             member.seed = int(flags["config.seed"])

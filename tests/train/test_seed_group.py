@@ -271,7 +271,11 @@ def test_each_seed_of_a_group_stops_early_as_its_solo_run_does(tmp_path):
 
 @pytest.mark.parametrize(
     "seeds,message",
-    [((), "one or more ints"), ((1, -2), "ints >= 0"), ((1, 1), "repeats a seed")],
+    [
+        ((), "--seeds is empty"),
+        ((1, -2), "--seeds=1,-2 holds -2; valid seeds"),
+        ((1, 1), "repeats a seed"),
+    ],
 )
 def test_bad_seeds_are_refused(seeds, message):
     with pytest.raises(ValueError, match=message):
