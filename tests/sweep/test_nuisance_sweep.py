@@ -148,7 +148,7 @@ def test_two_cells_two_learning_rates_two_seeds(project):
     assert "chosen on split `validation` by `validation/loss`" in tuning_text
     assert "select_per=cell" in tuning_text
     verdicts = [line for line in tuning_text.splitlines() if "shifted − base" in line]
-    assert len(verdicts) == 1 and "**changed** (−*† → +*†)" in verdicts[0]
+    assert len(verdicts) == 1 and "**changed** (− → +)" in verdicts[0]
     assert (workdir / "isolation_variant.png").is_file()
     assert "![Isolation plot of variant" in section(report, "Plots")
 

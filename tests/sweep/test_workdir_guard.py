@@ -121,6 +121,7 @@ def test_an_empty_workdir_is_refused(project, workdir):
     assert sorted(os.listdir(project)) == ["configs", "experiments", "fake_main.py"]
 
 
+@pytest.mark.slow  # 20 rounds of forked runners racing: load-dependent, so not in the default tier
 def test_runners_racing_over_a_stale_lock_take_it_one_at_a_time(tmp_path):
     """Forked runners over one stale lock, 20 rounds: each either holds the lock or is refused
     with the "another sweep runner" line; none fails otherwise (FileNotFoundError)."""

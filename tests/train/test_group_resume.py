@@ -13,8 +13,10 @@ time.
 
 import errno
 import json
+import sys
 
 import pytest
+from absl import flags as absl_flags
 from test_seed_group import _Killed, copy_config
 from train_fixtures import read_metrics
 
@@ -62,6 +64,10 @@ def _train_as_the_sweep_does(workdir, config) -> list[list[str]]:
         if "runs" in flags:
             # Imported here: transformer_jax.main defines absl flags at import, which would
             # collide at collection with another test module's (benchmarks) on the same worker.
+            if "transformer_jax.main" not in sys.modules:
+                for name in ("config", "workdir"):  # a benchmark module's flags of those names
+                    if name in absl_flags.FLAGS:
+                        delattr(absl_flags.FLAGS, name)
             from transformer_jax.main import _parse_runs
 
             configs, workdirs = _parse_runs(flags["runs"], config, flags["workdir"])
