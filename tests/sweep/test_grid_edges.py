@@ -4,12 +4,11 @@ survives a kill and --report_only."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
+from kill_at_file import kill_when_file_appears
 from test_nuisance_sweep import FAKE_CONFIG, MACHINE, tuned_sweep
 
 from transformer_jax.report.report import write_report
@@ -126,19 +125,8 @@ def test_the_record_survives_a_kill_and_report_only(project):
         "--allow_dirty",
     ]
     block = project / "blocked"
-    proc = subprocess.Popen(
-        command,
-        env={**env, "FAKE_BLOCK_LR": "1.0", "FAKE_BLOCK_FILE": str(block)},
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 120
-    while not block.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert block.exists()
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    block_env = {**env, "FAKE_BLOCK_LR": "1.0", "FAKE_BLOCK_FILE": str(block)}
+    kill_when_file_appears(command, block_env, block, timeout_s=120)
     record = json.loads((project / "runs" / grid_edges.RECORD_FILE).read_text())
     assert [e["values"] for e in record["extensions"]] == [[0.1], [1.0]]
     subprocess.run(

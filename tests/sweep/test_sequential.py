@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kill_at_file import kill_when_file_appears
 from scipy import stats
 from test_nuisance_sweep import FAKE_CONFIG, MACHINE, tuned_sweep
 
@@ -168,10 +169,8 @@ def test_resumed_after_a_kill_between_rounds_reports_the_same(project):
     """The sweep killed (SIGKILL, its process group) when the second round's first run starts,
     rerun, gives the same sequential verdicts as one launch."""
     import os
-    import signal
     import subprocess
     import sys
-    import time
 
     (project / "experiments" / "s.py").write_text(
         "from test_sequential import sequential_sweep\n\n\ndef get_sweep():\n"
@@ -191,19 +190,8 @@ def test_resumed_after_a_kill_between_rounds_reports_the_same(project):
         "--allow_dirty",
     ]
     block = project / "blocked"
-    proc = subprocess.Popen(
-        command,
-        env={**env, "FAKE_BLOCK_SEED": "14", "FAKE_BLOCK_FILE": str(block)},
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while not block.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert block.exists()
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    block_env = {**env, "FAKE_BLOCK_SEED": "14", "FAKE_BLOCK_FILE": str(block)}
+    kill_when_file_appears(command, block_env, block, timeout_s=60)
     assert 16 not in _confirm_seeds(project / "killed", "shifted")  # the second round cut short
     subprocess.run(command, env=env, check=True, capture_output=True)
     run_sweep(
