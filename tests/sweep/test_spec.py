@@ -97,3 +97,22 @@ def test_a_wandb_variant_without_wandb_is_refused_before_any_run(monkeypatch):
         check_overrides(sweep, "copy")
     variants["b"] = {"train.wandb_project": ""}
     check_overrides(Sweep(**valid_kwargs(config=repo_config, variants=variants)), "copy")
+
+
+def test_tuned_keeps_sequential_confirmation_and_the_grid_extension():
+    from transformer_jax.sweep.nuisance import GridExtension
+
+    base = Sweep(**valid_kwargs(equivalence_margins={"test/seq_accuracy": 0.02}))
+    extension = GridExtension(max_rounds=2, margin=0.02, keys=("train.learning_rate",))
+    tuned = base.tuned(
+        nuisance={"train.learning_rate": (1e-3, 1e-2)},
+        select_on="validation/loss",
+        select_mode="min",
+        confirm_seeds=(10, 11, 12, 13),
+        confirm_rounds=(2, 4),
+        grid_extension=extension,
+    )
+    assert tuned.confirm_rounds == (2, 4)
+    assert tuned.spending == base.spending
+    assert tuned.grid_extension.keys == ("train.learning_rate",)
+    assert tuned.grid_extension.max_rounds == 2

@@ -427,12 +427,16 @@ class Sweep:
         drop_factors: tuple[str, ...] = (),
         description: str = "",
         confirm_seeds: tuple[int, ...] = (),
+        confirm_rounds: tuple[int, ...] = (),
+        grid_extension: GridExtension | None = None,
     ) -> "Sweep":
         """This sweep with nuisance factors (sweep/nuisance.py): the tuned version of a shipped
         sweep. drop_factors names trained factors whose config keys become nuisance (e.g. a
         warmup factor when warmup is tuned): they leave the factors and the cells, and the
         cells that then coincide are trained once. description "" takes the sweep file's
-        docstring; confirm_seeds retrain each chosen setting on fresh seeds."""
+        docstring; confirm_seeds retrain each chosen setting on fresh seeds, in confirm_rounds
+        if given (sequential confirmation, at this sweep's spending); grid_extension extends the
+        new nuisance grid at its edges."""
         unknown = sorted(set(drop_factors) - {f.name for f in self._trained})
         if unknown:
             raise ValueError(
@@ -460,6 +464,9 @@ class Sweep:
             select_per=select_per,
             equivalence_margins=self.equivalence_margins,
             confirm_seeds=confirm_seeds,
+            confirm_rounds=confirm_rounds,
+            spending=self.spending,
+            grid_extension=grid_extension,
         )
 
     @property
