@@ -3,6 +3,7 @@
     python -m transformer_jax.sweep --sweep=experiments/attention_scale.py --workdir=runs/scale
     python -m transformer_jax.sweep --workdir=runs/scale --report_only
     python -m transformer_jax.sweep --workdir=runs/scale --status
+    python -m transformer_jax.sweep --workdir=runs/scale --plan      # seeds each comparison needs
     python -m transformer_jax.sweep --sweep=... --workdir=DIR --launcher=slurm --slurm_gpus=1
     python -m transformer_jax.sweep --workdir=COPY_OF_RESULTS_FOLDER --tensorboard
 
@@ -21,6 +22,7 @@ from absl import app, flags
 
 from transformer_jax import sweep_record
 from transformer_jax.commands import one_line_errors, parse_flags, recorded_command
+from transformer_jax.report import plan
 from transformer_jax.report.report import write_report
 from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep import slurm
@@ -104,6 +106,19 @@ def define_flags() -> None:
         "records another one (other variants, seeds, grid or config: refused by default); the "
         "old sweep.json and report are kept in WORKDIR/replaced/<n>/.",
     )
+    flags.DEFINE_bool(
+        "plan",
+        False,
+        "Only print, for a sweep with confirm_rounds, the seeds each comparison is expected to "
+        "need: its design simulated at the paired sd observed in WORKDIR (or --plan_sd; with "
+        "--sweep for a workdir not yet started). Writes nothing.",
+    )
+    flags.DEFINE_float(
+        "plan_sd",
+        0.0,
+        "With --plan: the paired seed-to-seed sd assumed for comparisons with fewer than two "
+        "paired confirmation seeds.",
+    )
     flags.DEFINE_string("main_module", DEFAULT_MAIN, "Trainer module run with python -m.")
     slurm.define_flags()  # --launcher, --status, --slurm_*
 
@@ -171,6 +186,11 @@ def _main(argv: Sequence[str]) -> int:
         raise ValueError("--force only works with --report_only")
     if f.tensorboard:
         print(tensorboard_events(workdir))
+        return 0
+    if f.plan:
+        if f.plan_sd < 0:
+            raise ValueError(f"--plan_sd={f.plan_sd}: must be >= 0 (0: observed sds only)")
+        print(plan.plan(workdir, f.sweep, f.plan_sd))
         return 0
     if f.report_only:
         if f.sweep:

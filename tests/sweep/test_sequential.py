@@ -204,3 +204,52 @@ def test_resumed_after_a_kill_between_rounds_reports_the_same(project):
     write_report(str(project / "once"))
     for name in ("sequential.csv", "results.csv"):
         assert (project / "killed" / name).read_text() == (project / "once" / name).read_text()
+
+
+def test_plan_reads_the_observed_paired_deltas_and_simulates_the_design(project):
+    from transformer_jax.report import plan
+
+    workdir = project / "clear"
+    run_sweep(
+        sequential_sweep(0.5),
+        "experiments/s.py",
+        str(workdir),
+        main_module="fake_main",
+        machine=MACHINE,
+    )
+    write_report(str(workdir))
+    row = next(line for line in (workdir / "sequential.csv").read_text().splitlines()[1:])
+    fields = row.split(",")
+    n, diff = int(fields[4]), float(fields[6])
+    text = plan.plan(str(workdir), None, 0.0)
+    line = next(line for line in text.splitlines() if "shifted − base" in line)
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert int(cells[1]) == n == 7
+    assert float(cells[2]) == pytest.approx(diff, abs=1e-4)
+    # A delta of 0.5 at this sd: the design ends different nearly always.
+    assert cells[4] in ("99%", "100%")
+    # Nothing is written by a plan.
+    before = sorted(p.name for p in workdir.iterdir())
+    plan.plan(str(workdir), None, 0.02)
+    assert sorted(p.name for p in workdir.iterdir()) == before
+
+
+def test_plan_of_a_fresh_workdir_uses_the_assumed_sd(project, tmp_path):
+    from transformer_jax.report import plan
+
+    sweep_file = project / "experiments" / "s.py"
+    sweep_file.parent.mkdir(exist_ok=True)
+    sweep_file.write_text(
+        "from test_sequential import sequential_sweep\n"
+        "def get_sweep():\n    return sequential_sweep(0.0)\n"
+    )
+    with pytest.raises(ValueError, match="give --sweep"):
+        plan.plan(str(tmp_path / "fresh"), None, 0.02)
+    # An sd far above the margin: equivalence is out of reach, so nothing stops the false
+    # "different" verdicts but the bounds.
+    text = plan.plan(str(tmp_path / "fresh"), str(sweep_file), 2.0)
+    assert "No paired sd observed yet for 1" in text
+    zero = next(line for line in text.splitlines() if "Δ = 0 |" in line)
+    # At delta 0 the design's false "different" rate is about alpha.
+    assert zero.split("|")[5].strip() in ("4%", "5%", "6%")
+    assert not (tmp_path / "fresh").exists()

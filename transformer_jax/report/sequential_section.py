@@ -13,12 +13,16 @@ from transformer_jax.sweep.spec import Sweep
 SEQUENTIAL_CSV = "sequential.csv"
 
 
-def decisions(sweep: Sweep, runs, chosen: Mapping[str, Mapping[int, str]], workdir: str):
-    """Comparison -> Decision (None before its first look) of every declared comparison."""
+def confirmation_values(sweep: Sweep, runs, chosen: Mapping[str, Mapping[int, str]], workdir):
+    """metric -> variant -> confirm seed -> value, for the variants whose choice is final."""
     final = grid_edges.final(sweep, workdir, runs)
     settings = {v: next(iter(c.values())) for v, c in chosen.items() if c and v in final}
-    values = sequential.confirm_values(sweep, runs, settings)
-    return sequential.decide(sweep, values)
+    return sequential.confirm_values(sweep, runs, settings)
+
+
+def decisions(sweep: Sweep, runs, chosen: Mapping[str, Mapping[int, str]], workdir: str):
+    """Comparison -> Decision (None before its first look) of every declared comparison."""
+    return sequential.decide(sweep, confirmation_values(sweep, runs, chosen, workdir))
 
 
 def _num(x: float, digits: int) -> str:
