@@ -25,18 +25,23 @@ WARMUP_STEPS = (0, 100, 400)
 METRICS = ("test/loss", "test/mean_loss", "test/token_accuracy")
 
 
-def decided_sweep(factors, cells=None, config_arg="") -> Sweep:
-    """The decided character-LM protocol of every experiments/charlm_decided_*.py sweep."""
+def decided_sweep(
+    factors, cells=None, config_arg="", warmup_steps=WARMUP_STEPS, baseline=""
+) -> Sweep:
+    """The decided character-LM protocol of every experiments/charlm_decided_*.py sweep
+    (warmup_steps: the warmup axis, scaled with a longer budget; baseline: the cell compared
+    with where the reference cell is not trained)."""
     return Sweep(
         config=CONFIG,
         config_arg=config_arg,
+        baseline=baseline,
         factors=factors,
         cells=cells,
         seeds=(0, 1),
         confirm_seeds=tuple(range(10, 26)),
         confirm_rounds=(4, 8, 12, 16),
         metrics=METRICS,
-        nuisance={"train.learning_rate": LEARNING_RATES, "train.warmup_steps": WARMUP_STEPS},
+        nuisance={"train.learning_rate": LEARNING_RATES, "train.warmup_steps": warmup_steps},
         select_on="validation/loss",
         select_mode="min",
         # The rate axis only: warmup's upper edge extends by its own ratio (1,600 of 1,000
