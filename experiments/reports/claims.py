@@ -34,7 +34,10 @@ ATTENTION_MAX = "test/attention_max_prob/encoder/layer_0/self_attention"
 # Declared before looking at the family's verdicts: a 2-point accuracy difference (about the
 # seed spread of the untuned cells) and 0.02 nats of test loss are what these small models
 # could not be told apart by at three seeds anyway.
+# The loss bands of charlm_length_extrapolation: that sweep file's own 0.02-nat margin.
+BANDS = {k: f"test/loss_band_{k}x" for k in (2, 4, 8)}
 MARGINS = {SEQ: 0.02, TOKEN_LONG: 0.02, LOSS: 0.02, ATTENTION_MAX: 0.02}
+MARGINS.update(dict.fromkeys(BANDS.values(), 0.02))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,6 +253,14 @@ def _claims() -> tuple[Claim, ...]:
             "sqrt_dk",
             "1 head of d_k 64 − 4 of d_k 16",
         ),
+    ]
+    # Train short, test long (L = 64): each encoding against sinusoidal on the loss of the
+    # positions past L, in the bands the README cites.
+    lengths = "charlm_length_extrapolation"
+    rows += [
+        (rotary, lengths, BANDS[k], v, "sinusoidal", f"{v} − sinusoidal, {band}")
+        for v in ("rotary", "alibi")
+        for k, band in ((2, "(L, 2L]"), (4, "(2L, 4L]"), (8, "(4L, 8L]"))
     ]
     norm = "charlm_normalization"
     for depth in ("", "_6_layers"):
