@@ -3,6 +3,7 @@ two texts on top of each other; the forest plot shows the tables' own numbers.""
 
 import csv
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -218,3 +219,22 @@ def test_curves_say_what_their_band_is(tmp_path, drawn):
     legend = drawn["curves_test_seq_accuracy.png"].axes[0].get_legend()
     assert legend.get_title().get_text().startswith("mean over finished seeds, band = min–max")
     assert "dotted = diverged runs" in legend.get_title().get_text()
+
+
+def curve_data(fig: Figure) -> list[tuple[list, list]]:
+    return [(list(line.get_xdata()), list(line.get_ydata())) for line in fig.axes[0].get_lines()]
+
+
+def test_curves_come_back_from_the_record_without_run_directories(tmp_path, drawn):
+    """A committed sweep keeps its runs' metrics.jsonl in runs.jsonl: with the run directories
+    gone, the report draws the same curves from it."""
+    workdir = tmp_path / "flat"
+    flat_report(str(workdir))
+    before = {name: curve_data(fig) for name, fig in drawn.items() if name.startswith("curves_")}
+    assert (workdir / "runs.jsonl").is_file()
+    for variant in FLAT.variants:
+        shutil.rmtree(workdir / variant)
+    drawn.clear()
+    write_report(str(workdir))
+    after = {name: curve_data(fig) for name, fig in drawn.items() if name.startswith("curves_")}
+    assert after == before and len(after) == 3
