@@ -30,6 +30,7 @@ CONFIG_FILE = "config.json"  # the resolved config plus GIT_COMMIT_KEY, written 
 TOKENIZER_FILE = "tokenizer.json"  # {"kind": "char", "alphabet"} or {"kind": "sentencepiece"}
 TOKENIZER_MODEL_FILE = "tokenizer.model"  # a sentencepiece tokenizer's copy of its model file
 METRICS_FILE = "metrics.jsonl"  # one JSON object per log/eval event (train/logger.py)
+METRICS_LINE_KEYS = ("step", "split", "time")  # a metrics.jsonl line's keys that are no metric
 CHECKPOINT_DIR = "checkpoints"  # orbax steps <step>/{state,data} (train/checkpoint.py)
 SUMMARY_FILE = "summary.json"  # a RunSummary, once the run finished or diverged
 COMMAND_FILE = "command.txt"  # the sweep runner: the exact command that (re)starts the run

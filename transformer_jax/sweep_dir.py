@@ -14,7 +14,7 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 from transformer_jax.commands import launch_dir
@@ -23,6 +23,7 @@ from transformer_jax.run_dir import (
     FINAL_STATUSES,
     GIT_COMMIT_KEY,
     METRICS_FILE,
+    METRICS_LINE_KEYS,
     check_metrics,
     code_label,
     read_code,
@@ -120,6 +121,22 @@ def read_run(workdir: str, variant: str, seed: int) -> RunRecord:
     )
 
 
+def _metrics_lines(path: str) -> Iterator[dict[str, Any]]:
+    """The lines of a run's metrics.jsonl (none without the file); lines that do not parse (a
+    run killed mid-write) are skipped."""
+    try:
+        with open(os.path.join(path, METRICS_FILE)) as f:
+            for line in f:
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(event, dict):
+                    yield event
+    except FileNotFoundError:
+        return
+
+
 def read_curve(path: str, split: str, metric: str) -> tuple[list[int], list[float]]:
     """(steps, values) of one metric of one split from a run's metrics.jsonl, in step order.
 
@@ -128,21 +145,22 @@ def read_curve(path: str, split: str, metric: str) -> tuple[list[int], list[floa
     from an earlier checkpoint) keeps its last value.
     """
     by_step: dict[int, float] = {}
-    try:
-        with open(os.path.join(path, METRICS_FILE)) as f:
-            for line in f:
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if event.get("split") != split or metric not in event or "step" not in event:
-                    continue
-                value = event[metric]
-                by_step[int(event["step"])] = math.nan if value is None else float(value)
-    except FileNotFoundError:
-        return [], []
+    for event in _metrics_lines(path):
+        if event.get("split") != split or metric not in event or "step" not in event:
+            continue
+        value = event[metric]
+        by_step[int(event["step"])] = math.nan if value is None else float(value)
     steps = sorted(by_step)
     return steps, [by_step[s] for s in steps]
+
+
+def read_curve_tags(path: str) -> set[str]:
+    """Every "split/metric" a run's metrics.jsonl logs (none without the file)."""
+    tags = set()
+    for event in _metrics_lines(path):
+        if "split" in event:
+            tags.update(f"{event['split']}/{k}" for k in event if k not in METRICS_LINE_KEYS)
+    return tags
 
 
 # Columns of runs.csv (report/tables.py runs_csv) before and after the metric columns.

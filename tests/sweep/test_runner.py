@@ -217,7 +217,9 @@ def test_each_run_gets_its_hparams_before_it_starts(project):
         stored = json.loads((run / "hparams.json").read_text())
         assert stored == {"sweep": "out", "hparams": expected}
         start = tracking_hparams.read_session_start(run)
-        assert {k: json_format.MessageToDict(v) for k, v in start.hparams.items()} == expected
+        session = {**expected, "seed": "1"}  # TensorBoard shows the seed as its digits
+        assert {k: json_format.MessageToDict(v) for k, v in start.hparams.items()} == session
+        assert start.group_name == f"out/{variant}"  # the variant's seeds: one group
     assert not (project / "out" / "flaky").exists()
 
 

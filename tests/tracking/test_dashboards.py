@@ -1,6 +1,6 @@
-"""A tiny sweep (2 variants x 2 seeds, trained as seed groups, one variant resumed) read back
-through the real tools: a TensorBoard server's HParams API, and wandb's reader of its offline run
-files. One trained sweep serves every test here."""
+"""A tiny sweep (2 variants x 2 seeds, trained as seed groups, one variant resumed, attention
+diagnostics on) read back through the real tools: TensorBoard servers' HParams API, and wandb's
+reader of its offline run files. One trained sweep serves every test here."""
 
 import json
 import math
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from google.protobuf import json_format
 from optional_packages import require
 from tracking_fixtures import TensorBoard, make_project, train_tiny_sweep
 
@@ -22,6 +23,7 @@ from transformer_jax.tracking import hparams as hparams_lib
 
 VARIANTS, SEEDS = ("full", "half"), (0, 1)
 RUNS = [f"{v}/seed_{s}" for v in VARIANTS for s in SEEDS]
+COPIES = ("trained", "sweep", "rebuilt")
 
 
 def import_wandb():
@@ -39,24 +41,26 @@ def has_wandb() -> bool:
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
-    """trained/: the sweep as its runs left it (the trainer's sessions); sweep/: the same after
-    its report; rebuilt/: only the report's sweep.json and runs.csv, rebuilt with --runs_csv."""
+    """trained/: the sweep as its runs left it (the runner's experiment, the trainer's
+    sessions); sweep/: a copy of it after its report; rebuilt/: only the report's sweep.json and
+    runs.csv, rebuilt with --runs_csv. Three sweeps of their own names (their session groups)."""
     root = tmp_path_factory.mktemp("dashboards")
     project = make_project(root / "project")
     logdir = root / "logdir"
-    sweep = logdir / "sweep"
+    trained, sweep = logdir / "trained", logdir / "sweep"
     env = {"WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DIR": str(root / "wandb")}
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
     try:
-        train_tiny_sweep(project, sweep, wandb_project="tiny" if has_wandb() else "")
+        wandb_project = "tiny" if has_wandb() else ""
+        train_tiny_sweep(project, trained, wandb_project=wandb_project, diagnostics=True)
     finally:
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-    shutil.copytree(sweep, logdir / "trained", ignore=shutil.ignore_patterns("checkpoints"))
+    shutil.copytree(trained, sweep, ignore=shutil.ignore_patterns("checkpoints"))
     write_report(str(sweep))
     rebuilt = logdir / "rebuilt"
     rebuilt.mkdir()
@@ -68,24 +72,26 @@ def dirs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tensorboard(dirs):
-    """A real TensorBoard server over the three copies, as `tensorboard --logdir` starts it."""
-    server = TensorBoard(dirs["logdir"])
+    """copy -> (experiment, session groups) of a real TensorBoard server over that copy alone,
+    as `tensorboard --logdir <sweep>` starts it; "all" over the three at once."""
+    logdir = dirs["logdir"]
+    servers = {copy: TensorBoard(logdir / copy) for copy in COPIES}
+    servers["all"] = TensorBoard(logdir)
     try:
-        experiment, groups = server.sessions(expected=3 * len(RUNS))
-        yield experiment, groups
+        expected = {copy: len(RUNS) for copy in COPIES} | {"all": len(COPIES) * len(RUNS)}
+        yield {copy: server.sessions(expected[copy]) for copy, server in servers.items()}
     finally:
-        server.close()
+        for server in servers.values():
+            server.close()
 
 
-def sessions_under(groups, prefix: str) -> dict[str, dict]:
-    """Session name relative to `prefix` -> the session with its group's hparams."""
+def sessions_of(groups) -> dict[str, dict]:
+    """Session name -> the session, with its group's name and hparams."""
     out = {}
     for group in groups:
         for session in group["sessions"]:
-            if session["name"].startswith(prefix + "/"):
-                name = session["name"][len(prefix) + 1 :]
-                assert name not in out, f"two sessions for {session['name']}"
-                out[name] = {**session, "hparams": group["hparams"]}
+            assert session["name"] not in out, f"two sessions for {session['name']}"
+            out[session["name"]] = {**session, "group": group["name"], "hparams": group["hparams"]}
     return out
 
 
@@ -94,37 +100,76 @@ def float32(value: float) -> float:
     return float(np.float32(value))
 
 
-def check_metrics(session: dict, metrics: dict[str, dict[str, float]], step: int) -> None:
-    values = {m["name"]["tag"]: m for m in session["metricValues"] if not m["name"]["group"]}
-    for split, by_name in metrics.items():
-        for name, expected in by_name.items():
-            got = values[f"{split}/{name}"]
-            assert got["value"] == float32(expected), (session["name"], split, name)
-            assert got["trainingStep"] == step
+def metric_tags(experiment: dict) -> list[str]:
+    return [m["name"]["tag"] for m in experiment["metricInfos"]]
 
 
-@pytest.mark.parametrize("copy", ["trained", "sweep"])
+def values_of(item: dict) -> dict[str, dict]:
+    """tag -> metric value of a session or a session group."""
+    return {m["name"]["tag"]: m for m in item["metricValues"] if not m["name"]["group"]}
+
+
+def check_metrics(session: dict, metrics: dict[str, float], step: int) -> None:
+    values = values_of(session)
+    for tag, expected in metrics.items():
+        assert values[tag]["value"] == float32(expected), (session["name"], tag)
+        assert values[tag]["trainingStep"] == step
+
+
+def hparams_of(variant: str) -> dict:
+    """A variant's hparams as its session group shows them: its first seed's."""
+    return {
+        "variant": variant,
+        "seed": "0",
+        "data_size": variant,
+        "data.num_train": {"full": 64, "half": 32}[variant],
+    }
+
+
+@pytest.mark.parametrize("copy", COPIES)
 def test_one_session_per_run_with_hparams_and_final_metrics(dirs, tensorboard, copy):
-    """The trainer's sessions (trained/) and the report's rewrite of them (sweep/): four
-    sessions, one per run, the resumed seeds included, each with its variant, seed, cell factor
-    and overridden field, ended with its summary.json's status and final metrics."""
-    _, groups = tensorboard
-    sessions = sessions_under(groups, copy)
+    """The runner's and trainer's sessions (trained/), the report's rewrite of them (sweep/) and
+    its rebuild from runs.csv (rebuilt/): four sessions, one per run, the resumed seeds
+    included, each with its variant, seed, cell factor and overridden field, ended with its
+    summary.json's status and the final value of every metric the table lists."""
+    experiment, groups = tensorboard[copy]
+    sessions = sessions_of(groups)
     assert sorted(sessions) == RUNS
     for name, session in sessions.items():
         variant, seed = name.split("/seed_")
         summary = read_json(dirs["sweep"] / name / "summary.json")
-        assert session["hparams"] == {
-            "variant": variant,
-            "seed": int(seed),
-            "data_size": variant,
-            "data.num_train": {"full": 64, "half": 32}[variant],
-        }
+        assert session["hparams"] == hparams_of(variant)
+        start = hparams_lib.read_session_start(dirs["logdir"] / copy / name)
+        assert json_format.MessageToDict(start.hparams["seed"]) == seed  # its own seed
         assert session["status"] == "STATUS_SUCCESS"
         assert summary["step"] == 4
-        check_metrics(session, summary["metrics"], summary["step"])
+        final = hparams_lib.flat_metrics(summary["metrics"])
+        check_metrics(session, {t: final[t] for t in metric_tags(experiment) if t in final}, 4)
         # One session file; the resumed runs' too (their first process wrote one as well).
         assert len(hparams_lib.session_files(dirs["logdir"] / copy / name)) == 1
+
+
+@pytest.mark.parametrize("copy", COPIES)
+def test_the_seeds_of_a_variant_are_one_group_averaged(tensorboard, copy):
+    """One row per variant, named as its W&B group (<sweep>/<variant>), holding its seeds'
+    sessions; its metrics the mean of theirs (TensorBoard's default aggregation)."""
+    experiment, groups = tensorboard[copy]
+    assert sorted(g["name"] for g in groups) == [f"{copy}/{v}" for v in VARIANTS]
+    for group in groups:
+        variant = group["name"].rpartition("/")[2]
+        assert [s["name"] for s in group["sessions"]] == [f"{variant}/seed_{s}" for s in SEEDS]
+        assert group["hparams"] == hparams_of(variant)
+        averaged = values_of(group)
+        for tag in metric_tags(experiment):
+            seeds = [values_of(s)[tag]["value"] for s in group["sessions"]]
+            assert averaged[tag]["value"] == pytest.approx(np.mean(seeds), rel=1e-6), tag
+
+
+def test_a_logdir_of_several_sweeps_keeps_their_groups_apart(tensorboard):
+    _, groups = tensorboard["all"]
+    assert sorted(g["name"] for g in groups) == sorted(f"{c}/{v}" for c in COPIES for v in VARIANTS)
+    names = sorted(sessions_of(groups))
+    assert names == sorted(f"{c}/{run}" for c in COPIES for run in RUNS)
 
 
 def test_resumed_session_keeps_its_start(dirs):
@@ -140,28 +185,51 @@ def test_resumed_session_keeps_its_start(dirs):
         assert json.loads(metrics[0])["step"] == 2  # the first process logged step 2
 
 
-def test_experiment_lists_hparams_and_metrics(tensorboard):
-    experiment, _ = tensorboard
+@pytest.mark.parametrize("copy", COPIES)
+def test_experiment_opens_on_the_sweeps_metrics(dirs, tensorboard, copy):
+    """The table's metric columns: the sweep's declared metrics first, in their order (the five
+    TensorBoard ticks at first); after the report every other metric the runs logged, the
+    attention diagnostics last. The seed is text, its digits."""
+    experiment, _ = tensorboard[copy]
     hparams = {h["name"]: h for h in experiment["hparamInfos"]}
     assert set(hparams) == {"variant", "seed", "data_size", "data.num_train"}
     assert sorted(hparams["variant"]["domainDiscrete"]) == list(VARIANTS)
-    assert hparams["seed"]["domainInterval"] == {"minValue": 0.0, "maxValue": 1.0}
-    tags = {m["name"]["tag"] for m in experiment["metricInfos"]}
-    assert {"test/seq_accuracy", "test/loss", "test_long/token_accuracy", "train/loss"} <= tags
+    assert hparams["seed"]["type"] == "DATA_TYPE_STRING"
+    assert hparams["seed"]["domainDiscrete"] == ["0", "1"]
+    assert hparams["data.num_train"]["domainInterval"] == {"minValue": 32.0, "maxValue": 64.0}
+    tags = metric_tags(experiment)
+    declared = ["test/seq_accuracy", "test/loss"]
+    assert tags[:2] == declared
+    if copy != "sweep":  # the runner's at launch; runs.csv keeps the declared metrics alone
+        assert tags == declared
+        return
+    logged = set()
+    for run in RUNS:
+        summary = read_json(dirs["sweep"] / run / "summary.json")
+        logged |= set(hparams_lib.flat_metrics(summary["metrics"]))
+        for line in (dirs["sweep"] / run / "metrics.jsonl").read_text().splitlines():
+            event = json.loads(line)
+            logged |= {f"{event['split']}/{k}" for k in event if k not in ("step", "split", "time")}
+    assert set(tags) == logged
+    rest = tags[2:]
+    diagnostics = [t for t in rest if "/attention_" in t]
+    assert diagnostics, "train.diagnostics logged no attention statistics"
+    plain = [t for t in rest if t not in diagnostics]
+    assert {"test/token_accuracy", "test_long/token_accuracy", "train/loss"} <= set(plain)
+    assert rest == sorted(plain) + sorted(diagnostics)
 
 
 def test_report_only_from_runs_csv_gives_the_same_sessions(dirs, tensorboard):
     """--report_only --runs_csv (a committed sweep without run directories): one session per
     run with the same hparams, and runs.csv's metrics, which are summary.json's."""
-    _, groups = tensorboard
-    rebuilt = sessions_under(groups, "rebuilt")
-    reported = sessions_under(groups, "sweep")
+    rebuilt = sessions_of(tensorboard["rebuilt"][1])
+    reported = sessions_of(tensorboard["sweep"][1])
     assert sorted(rebuilt) == RUNS
     for name, session in rebuilt.items():
         assert session["hparams"] == reported[name]["hparams"]
         assert session["status"] == "STATUS_SUCCESS"
         summary = read_json(dirs["sweep"] / name / "summary.json")
-        listed = {"test": {k: summary["metrics"]["test"][k] for k in ("seq_accuracy", "loss")}}
+        listed = {f"test/{k}": summary["metrics"]["test"][k] for k in ("seq_accuracy", "loss")}
         check_metrics(session, listed, 4)
         stored = read_json(dirs["rebuilt"] / name / HPARAMS_FILE)
         assert stored["hparams"] == read_json(dirs["sweep"] / name / HPARAMS_FILE)["hparams"]
@@ -174,6 +242,7 @@ def test_rebuilding_a_report_keeps_one_session(dirs):
     assert len(hparams_lib.session_files(dirs["sweep"] / "half/seed_0")) == 1
     after = hparams_lib.read_session_start(dirs["sweep"] / "half/seed_0")
     assert after == before
+    assert len(hparams_lib.session_files(dirs["sweep"])) == 1  # the experiment
 
 
 # --- Weights & Biases, offline. ---
@@ -223,7 +292,7 @@ def test_wandb_offline_run_has_config_metrics_and_summary(dirs):
     run = run_record(records)
     assert run["run_id"] == read_json(run_path / WANDB_FILE)["id"]
     assert run["project"] == "tiny"
-    assert run["run_group"] == "sweep/half"
+    assert run["run_group"] == "trained/half"  # the sweep it was trained in
     assert run["display_name"] == "half/seed_1"
     config = run["config"]["update"]
     stored = read_json(run_path / "config.json")

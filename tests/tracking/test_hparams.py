@@ -38,12 +38,12 @@ def test_session_holds_hparams_metrics_and_status(tmp_path):
     )
     assert {k: json_format.MessageToDict(v) for k, v in start.hparams.items()} == {
         "variant": "none",
-        "seed": 2,
+        "seed": "2",  # TensorBoard would print the number 2 as "2.0000"
         "tied": True,
         "splits": "('test', 'test_long')",
     }
     assert start.start_time_secs == 100.0
-    assert start.group_name == ""  # each session its own group: one row per run
+    assert start.group_name == ""  # no group given: a row of its own
     end = metadata.parse_session_end_info_plugin_data(
         plugin_content(accumulator, metadata.SESSION_END_INFO_TAG)
     )
@@ -52,6 +52,60 @@ def test_session_holds_hparams_metrics_and_status(tmp_path):
         (event,) = accumulator.Tensors(tag)
         assert event.step == 40
         assert event.tensor_proto.float_val == [np.float32(value)]
+
+
+def test_a_group_names_the_session_group(tmp_path):
+    hparams_lib.write_session(tmp_path, {"variant": "none", "seed": 1}, group="scale/none")
+    start = hparams_lib.read_session_start(tmp_path)
+    assert start.group_name == "scale/none"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [("seed", 0, "0"), ("seed", 12, "12"), ("seed", True, True), ("d_model", 64, 64)],
+)
+def test_the_seed_is_its_digits(name, value, expected):
+    got = hparams_lib.session_value(name, value)
+    assert got == expected and type(got) is type(expected)
+
+
+def test_diagnostics_are_the_metrics_with_a_module_path():
+    assert hparams_lib.is_diagnostic("test/attention_entropy/encoder/layer_0/self_attention")
+    assert hparams_lib.is_diagnostic("test/ponder_mean/decoder")
+    assert not hparams_lib.is_diagnostic("test/seq_accuracy")
+    assert not hparams_lib.is_diagnostic("train/loss")
+
+
+def test_experiment_keeps_the_columns_in_order(tmp_path):
+    """The experiment summary lists the metrics in the order given (TensorBoard shows the first
+    five) and each hparam's type and domain as the plugin would infer them from sessions."""
+    metrics = ["test/seq_accuracy", "test/loss", "test/attention_entropy/encoder/layer_0"]
+    hparams = {
+        "variant": ["none", "sqrt_dk"],
+        "seed": [2, 0, 1],
+        "tied": [True, False],
+        "lr": [0.001, 0.01],
+        "mixed": [1, "a"],
+        "fixed": [64, 64],
+    }
+    path = hparams_lib.write_experiment(tmp_path, hparams, metrics)
+    assert hparams_lib.session_files(tmp_path) == [path]
+    experiment = metadata.parse_experiment_plugin_data(
+        plugin_content(load(tmp_path), metadata.EXPERIMENT_TAG)
+    )
+    assert [m.name.tag for m in experiment.metric_infos] == metrics
+    infos = {h.name: json_format.MessageToDict(h) for h in experiment.hparam_infos}
+    assert list(infos) == list(hparams)
+    assert infos["variant"]["domainDiscrete"] == ["none", "sqrt_dk"]
+    assert infos["seed"]["type"] == "DATA_TYPE_STRING"
+    assert infos["seed"]["domainDiscrete"] == ["2", "0", "1"]
+    assert infos["tied"]["type"] == "DATA_TYPE_BOOL"
+    assert infos["lr"]["domainInterval"] == {"minValue": 0.001, "maxValue": 0.01}
+    assert infos["mixed"]["domainDiscrete"] == ["1", "a"]
+    assert infos["fixed"].get("differs", False) is False
+    assert infos["variant"]["differs"] is True
+    # Written again unchanged: the same file.
+    assert hparams_lib.write_experiment(tmp_path, hparams, metrics) == path
 
 
 def test_rewriting_replaces_the_one_session(tmp_path):
@@ -127,5 +181,5 @@ def test_only_the_process_that_writes_the_run_has_a_session(tmp_path):
             )
     assert list((tmp_path / "other").iterdir()) == []
     start = hparams_lib.read_session_start(tmp_path / "zero")
-    assert {k: json_format.MessageToDict(v) for k, v in start.hparams.items()} == {"seed": 3}
+    assert {k: json_format.MessageToDict(v) for k, v in start.hparams.items()} == {"seed": "3"}
     assert len(hparams_lib.session_files(tmp_path / "zero")) == 1

@@ -16,6 +16,7 @@ from ml_collections.config_flags import config_path
 
 from transformer_jax import defaults, sweep_dir
 from transformer_jax.run_dir import HPARAMS_FILE, write_json
+from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep import load_sweep, runner
 from transformer_jax.train.seed_group import train_seed_group
 
@@ -63,10 +64,14 @@ def make_project(root: Path) -> Path:
     return root
 
 
-def train_tiny_sweep(project: Path, workdir: Path, wandb_project: str = "") -> None:
-    """Trains the tiny sweep in this process, as its runner would: each run directory gets the
-    hparams.json the launcher writes, then each variant's seeds train as one seed group. The
-    "full" variant is stopped after 2 steps and resumed to its 4 (a resume of every seed)."""
+def train_tiny_sweep(
+    project: Path, workdir: Path, wandb_project: str = "", diagnostics: bool = False
+) -> None:
+    """Trains the tiny sweep in this process, as its runner would: the sweep directory gets the
+    HParams experiment and each run directory the hparams.json the launcher writes, then each
+    variant's seeds train as one seed group. The "full" variant is stopped after 2 steps and
+    resumed to its 4 (a resume of every seed). diagnostics: train.diagnostics (the attention
+    statistics among the evaluation metrics)."""
     cwd = os.getcwd()
     os.chdir(project)
     try:
@@ -82,6 +87,7 @@ def train_tiny_sweep(project: Path, workdir: Path, wandb_project: str = "") -> N
             False,
             runner.DEFAULT_MAIN,
         )
+        sweep_hparams.write_experiment(workdir, sweep, config_spec)
         for spec in specs:
             os.makedirs(spec.path, exist_ok=True)
             write_json(os.path.join(spec.path, HPARAMS_FILE), spec.hparams)
@@ -90,6 +96,7 @@ def train_tiny_sweep(project: Path, workdir: Path, wandb_project: str = "") -> N
             for key, value in overrides.items():
                 config_path.set_value(key, config, value)
             config.train.wandb_project = wandb_project
+            config.train.diagnostics = diagnostics
             if variant == "full":
                 short = copy.deepcopy(config)
                 short.train.steps = 2

@@ -1,9 +1,13 @@
-"""Report figures: learning curves per variant and a bar chart of the main metric.
+"""Report figures: forest plots of the differences from the baseline, learning curves per
+variant, a bar chart of the main metric, metrics against test length, isolation plots.
 
 Figures are built with matplotlib's object API (Figure + Agg canvas, no pyplot), so importing this
-module changes no global backend state and works on headless machines.
+module changes no global backend state and works on headless machines. Every figure is written
+by `_save`; a figure's width grows with its longest title or label so that no text is cut off
+(tests/report/test_figures.py checks every text of every figure of a report lies inside it).
 """
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -11,16 +15,33 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import FormatStrFormatter
 
+from transformer_jax.report import stats
 from transformer_jax.report.summary import VariantSummary
 from transformer_jax.sweep_dir import RunRecord, read_curve
+
+# Inches per character of a 10 pt label, a little over the mean glyph width of the default
+# font: the room a figure leaves for its longest label or title.
+_INCH_PER_CHAR = 0.085
 
 
 def _new_figure(width: float = 7.0, height: float = 4.5) -> tuple[Figure, object]:
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     return fig, fig.add_subplot()
+
+
+def _width_for(texts: Sequence[str], at_least: float, extra: float = 1.0) -> float:
+    """A figure width (inches) that holds the longest line of `texts` plus `extra` inches."""
+    longest = max((len(line) for t in texts for line in t.splitlines()), default=0)
+    return max(at_least, _INCH_PER_CHAR * longest + extra)
+
+
+def _save(fig: Figure, path: str) -> None:
+    fig.savefig(path, dpi=120)
 
 
 def _aggregate(curves: Sequence[tuple[list[int], list[float]]]):
@@ -55,7 +76,8 @@ def plot_curves(
 
     Returns False (writing nothing) when no run logged the metric at two steps or more.
     """
-    fig, ax = _new_figure()
+    labels = [f"{name} (n={len(records)}) [baseline]" for name, records in runs.items()]
+    fig, ax = _new_figure(_width_for(labels, 7.0, extra=2.5))
     colors = [f"C{i % 10}" for i in range(len(runs))]
     longest = 0
     all_values = []
@@ -101,24 +123,36 @@ def plot_curves(
     ax.set_xlabel("step")
     ax.set_ylabel(f"{split} {metric}")
     diverged = any(r.status == "diverged" for records in runs.values() for r in records)
-    ax.set_title(
-        f"{split}/{metric}: mean over finished seeds, band = min–max"
-        + (", dotted = diverged runs" if diverged else "")
-    )
+    ax.set_title(f"{split}/{metric} vs step")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.savefig(path, dpi=120)
+    ax.legend(
+        fontsize="small",
+        title_fontsize="small",
+        title="mean over finished seeds, band = min–max"
+        + ("\ndotted = diverged runs" if diverged else ""),
+    )
+    _save(fig, path)
     return True
 
 
 def plot_metric_bars(rows: Sequence[VariantSummary], metric: str, path: str) -> bool:
-    """Bar per variant at the mean of metric, error bar = sample std, dots = individual seeds.
+    """Bar per variant at the mean of metric, error bar = sample std, dots = individual seeds;
+    under each variant's name its number of finished seeds (and of diverged or failed runs).
 
     Returns False (writing nothing) when no variant has a finished value.
     """
     if not any(row.metrics[metric].n for row in rows):
         return False
-    fig, ax = _new_figure(max(4.0, 1.2 * len(rows) + 2.0), 4.5)
+    labels = []
+    for row in rows:
+        failed = row.n_diverged + row.n_failed
+        note = f"n={row.metrics[metric].n}" + (f", {failed} div/failed" if failed else "")
+        labels.append("\n".join([row.name, *(["(baseline)"] if row.is_baseline else []), note]))
+    title = f"{metric} per variant"
+    caption = "mean ± sample std over seeds, dots = seeds"
+    # Each label in a slot of its own width, so neighbours never overlap.
+    slot = _width_for(labels, 1.2, extra=0.3)
+    fig, ax = _new_figure(max(_width_for([title, caption], 4.0), slot * len(rows) + 1.5), 4.5)
     for i, row in enumerate(rows):
         s = row.metrics[metric]
         color = f"C{i % 10}"
@@ -134,25 +168,89 @@ def plot_metric_bars(rows: Sequence[VariantSummary], metric: str, path: str) -> 
                 edgecolor="black" if row.is_baseline else color,
             )
             ax.plot([i] * s.n, list(s.values.values()), "o", color="black", ms=3)
-        failed = row.n_diverged + row.n_failed
-        note = f"n={s.n}" + (f", {failed} div/failed" if failed else "")
-        ax.annotate(
-            note,
-            (i, 0),
-            xytext=(0, -28),
-            textcoords="offset points",
-            ha="center",
-            fontsize="x-small",
-            annotation_clip=False,
-        )
-    ax.set_xticks(
-        range(len(rows)), [r.name + ("\n(baseline)" if r.is_baseline else "") for r in rows]
-    )
+    ax.set_xticks(range(len(rows)), labels)
     ax.set_ylabel(metric)
-    ax.set_title(f"{metric}: mean ± sample std over seeds (dots = seeds)")
+    ax.set_title(f"{title}\n{caption}", fontsize="medium")
     ax.grid(axis="y", alpha=0.3)
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     return True
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """One row of a forest plot: a comparison of the report's tables, its Δ with the CI the
+    table prints and whether it survives Holm's correction across that table."""
+
+    label: str
+    diff: stats.PairedDifference
+    holm: bool
+
+
+def plot_forest(
+    intervals: Sequence[Interval],
+    metric: str,
+    against: str,
+    path: str,
+    confidence: float = 0.95,
+    margin: float | None = None,
+) -> bool:
+    """Forest plot of `metric`: one row per comparison (top to bottom in table order), its mean
+    Δ with the `confidence` interval (a filled marker and † where it survives Holm, an open one
+    where not, a cross without an interval: fewer than two paired seeds or no spread), a line
+    at 0 and, with an equivalence `margin`, the band ±margin shaded. `against`: what each Δ is
+    measured from.
+
+    Returns False (writing nothing) without a comparison that has a paired seed.
+    """
+    shown = [i for i in intervals if i.diff.n > 0]
+    if not shown:
+        return False
+    labels = [
+        i.label + (" †" if i.holm else "") + ("" if _has_interval(i.diff) else " (no CI)")
+        for i in shown
+    ]
+    title = f"{metric}: Δ vs {against}"
+    x_label = f"Δ, mean paired by seed, {confidence:.0%} CI (Student's t)"
+    width = _width_for(labels, 1.5, extra=0.0) + _width_for([title, x_label], 4.0, extra=0.5)
+    fig, ax = _new_figure(width, 1.8 + 0.35 * len(shown))
+    ys = list(range(len(shown) - 1, -1, -1))  # the first comparison on top
+    for y, interval in zip(ys, shown, strict=True):
+        d = interval.diff
+        if not _has_interval(d):
+            ax.plot([d.mean], [y], "x", color="C0", ms=7)
+            continue
+        ax.errorbar(
+            [d.mean],
+            [y],
+            xerr=[[d.mean - d.low], [d.high - d.mean]],
+            fmt="o",
+            color="C0",
+            mfc="C0" if interval.holm else "white",
+            ms=6,
+            capsize=4,
+        )
+    ax.axvline(0.0, color="black", lw=0.8)
+    handles = [
+        Line2D([], [], color="C0", marker="o", ls="none", label="survives Holm (†)"),
+        Line2D([], [], color="C0", marker="o", mfc="white", ls="none", label="does not"),
+    ]
+    if not all(_has_interval(i.diff) for i in shown):
+        handles.append(Line2D([], [], color="C0", marker="x", ls="none", label="no CI"))
+    if margin is not None:
+        ax.axvspan(-margin, margin, color="C2", alpha=0.15, lw=0)
+        handles.append(Patch(color="C2", alpha=0.3, label=f"equivalence margin ±{margin:g}"))
+    ax.set_yticks(ys, labels)
+    ax.set_ylim(-0.7, len(shown) - 0.3)
+    ax.set_xlabel(x_label)
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize="small")
+    _save(fig, path)
+    return True
+
+
+def _has_interval(diff: stats.PairedDifference) -> bool:
+    return diff.n >= 2 and math.isfinite(diff.low) and math.isfinite(diff.high)
 
 
 LENGTH_SPLIT = re.compile(r"test_len(\d+)")  # data.test_lengths splits, see data/builders.py
@@ -210,10 +308,10 @@ def plot_length_curve(
         ax.axvline(train_length, color="grey", ls=":", lw=1, label="longest training length")
     ax.set_xlabel("test length (symbols)")
     ax.set_ylabel(name)
-    ax.set_title(f"{name} against test length: mean over seeds, band = min–max")
+    ax.set_title(f"{name} against test length")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.savefig(path, dpi=120)
+    ax.legend(fontsize="small", title="mean over seeds, band = min–max", title_fontsize="small")
+    _save(fig, path)
     return True
 
 
@@ -252,5 +350,5 @@ def plot_isolation(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     return True

@@ -21,6 +21,7 @@ from transformer_jax.report import (
     equivalence,
     factorial,
     factorial_tables,
+    forest,
     plots,
     sequential_section,
     summary,
@@ -153,6 +154,23 @@ def _isolation_plots(workdir: str, sweep: Sweep, runs) -> list[tuple[str, str]]:
     return out
 
 
+def _curve_metrics(sweep: Sweep) -> list[tuple[str, str]]:
+    """(split, metric) of every learning curve the report draws: the training loss, the
+    selection metric (the validation curve a tuned setting was chosen on) and each reported
+    metric, but those of data.test_lengths splits (their figure is against the length)."""
+    lengths = {
+        m for by_length in plots.length_metrics(sweep.metrics).values() for m in by_length.values()
+    }
+    names = ["train/loss", *([sweep.select_on] if sweep.select_on else []), *sweep.metrics]
+    return [tuple(m.partition("/")[::2]) for m in dict.fromkeys(names) if m not in lengths]
+
+
+def _forest_link(figures: dict[str, str], title: str, confidence: float) -> list[str]:
+    if title not in figures:
+        return []
+    return [f"![{title}: each Δ with its {confidence:.0%} CI]({figures[title]})", ""]
+
+
 def _finished(records) -> int:
     return sum(r.status in DONE_STATUSES for r in records)
 
@@ -266,10 +284,21 @@ def _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv
     else:
         _remove_stale(workdir, equivalence.EQUIVALENCE_CSV)
 
+    # A forest plot under each table of the Results: its Δs, CIs and Holm marks.
+    forest_figures = {}
+    for found in forest.forests(sweep, rows, metric_tables, confidence):
+        fname = f"forest_{_slug(found.title)}.png"
+        path = os.path.join(workdir, fname)
+        if plots.plot_forest(
+            found.intervals, found.title, found.against, path, confidence, found.margin
+        ):
+            forest_figures[found.title] = fname
+        else:
+            _remove_stale(workdir, fname)
+
     main = sweep.metrics[0]
-    main_split, _, main_key = main.partition("/")
     figures, kept = [], []
-    for split, metric in (("train", "loss"), (main_split, main_key)):
+    for split, metric in _curve_metrics(sweep):
         fname = f"curves_{_slug(split)}_{_slug(metric)}.png"
         title = f"{split}/{metric} vs step"
         if runs_csv is not None:
@@ -337,9 +366,11 @@ def _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv
             lines += [f"### {title}", ""]
             lines += [factorial_tables.cells_table(sweep, rows, table, digits)]
             lines += [factorial_tables.effects_table(table, digits, confidence)]
+            lines += _forest_link(forest_figures, table.title, confidence)
     else:
         for metric in sweep.metrics:
             lines += [f"### `{metric}`", "", tables.metric_table(rows, metric, digits, confidence)]
+            lines += _forest_link(forest_figures, metric, confidence)
     lines += ["### Cost and outcomes", "", tables.cost_table(rows)]
     lines += [
         f"Mean ± sample standard deviation (ddof=1) over the n finished seeds. Δ: mean "

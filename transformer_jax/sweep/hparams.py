@@ -6,7 +6,12 @@ with this run's value (the base config's where its variant keeps it), so the tab
 in every column. The runner writes them to each run directory as hparams.json
 (run_dir.HPARAMS_FILE) before the run starts, where the run's tracking reads them
 (tracking/run.py); the report rewrites them, and each run's HParams session, for runs that
-predate them (`--report_only`, also from a committed runs.csv).
+predate them (`--report_only`, also from a committed runs.csv). The seeds of a variant share a
+session group, named as their W&B group ("<sweep>/<variant>"), so TensorBoard averages them.
+
+The sweep's directory holds the HParams experiment (`write_experiment`): the table's columns,
+the sweep's declared metrics first (TensorBoard ticks the first five), the selection metric,
+the other metrics its runs logged, then the model diagnostics.
 """
 
 import contextlib
@@ -19,8 +24,9 @@ from ml_collections.config_flags import config_path
 from transformer_jax.run_dir import HPARAMS_FILE, write_json
 from transformer_jax.sweep.nuisance import split_run_variant
 from transformer_jax.sweep.spec import Sweep
-from transformer_jax.sweep_dir import RunRecord
+from transformer_jax.sweep_dir import RunRecord, read_curve_tags
 from transformer_jax.tracking import hparams as tracking_hparams
+from transformer_jax.tracking.run import run_names
 
 
 def base_values(
@@ -112,6 +118,39 @@ def write_sessions(
             status=record.status,
             step=record.step or 0,
             metrics=tracking_hparams.flat_metrics(record.metrics),
+            group=run_names(record.path, content)[1],
         )
         written += 1
+    write_experiment(workdir, sweep, config_spec, records, cwd, by_variant)
     return written
+
+
+def write_experiment(
+    workdir: str,
+    sweep: Sweep,
+    config_spec: str,
+    records: Sequence[RunRecord] = (),
+    cwd: str | None = None,
+    by_variant: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str:
+    """Writes the sweep's HParams experiment into `workdir`: every hparam of its run variants
+    (`variant_hparams`, or `by_variant`) and seeds; the metrics `sweep.recorded_metrics` first,
+    then every other one `records` hold (in summary.json or logged to metrics.jsonl) in name
+    order, the diagnostics last. Before any run has ended (the runner, at launch) the table
+    has the declared metrics alone. Returns the file."""
+    if by_variant is None:
+        by_variant = variant_hparams(sweep, config_spec, cwd)
+    names = dict.fromkeys(name for values in by_variant.values() for name in values)
+    hparams: dict[str, list[Any]] = {name: [] for name in names}
+    for values in by_variant.values():
+        for name in names:
+            if name in values:
+                hparams[name].append(values[name])
+    hparams["seed"] = sorted({*sweep.seeds, *sweep.confirm_seeds})
+    found = set()
+    for record in records:
+        found.update(tracking_hparams.flat_metrics(record.metrics))
+        found.update(read_curve_tags(record.path))
+    declared = list(sweep.recorded_metrics)
+    others = sorted(found - set(declared), key=lambda t: (tracking_hparams.is_diagnostic(t), t))
+    return tracking_hparams.write_experiment(workdir, hparams, declared + others)

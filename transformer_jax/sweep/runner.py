@@ -446,6 +446,8 @@ def locked_sweep(
         # A sweep resumed from a record (a copy of a committed results/ folder): its recorded
         # runs come back as run directories, so the runs below skip them as done.
         sweep_record.unpack_missing(workdir, sweep_record.read_record(workdir))
+        # TensorBoard opens on the sweep's metrics while it trains (the report adds the rest).
+        sweep_hparams.write_experiment(workdir, sweep, config_spec)
         yield workdir, config_spec, specs, code
 
 

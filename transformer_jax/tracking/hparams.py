@@ -4,8 +4,13 @@ TensorBoard's HParams plugin (tensorboard/plugins/hparams/backend_context.py) ma
 of every TensorBoard run (directory) that holds a `_hparams_/session_start_info` summary; the
 session's hparams are that summary's, its metrics the last value of every scalar tag of the
 directory (the metrics.jsonl curves the logger writes as `split/metric`), and its status the
-`_hparams_/session_end_info` summary's. No experiment summary is written: the plugin then takes
-the hparams and metrics of whatever directories `--logdir` spans (one sweep, several, one run).
+`_hparams_/session_end_info` summary's. Sessions of one `group` (a sweep's variant: its seeds)
+are one row of the table, their metrics averaged.
+
+A sweep's directory holds the experiment (`write_experiment`): the columns, the sweep's declared
+metrics first, the diagnostics last. TensorBoard reads one experiment wherever `--logdir`
+points; without one (a solo run) it lists every hparam and scalar tag it finds, tags in name
+order.
 
 So that a run is one session however often it is written (at its start, at its end, again by a
 resumed process or by a report rebuilt later), the session lives in one file,
@@ -24,7 +29,7 @@ import glob
 import io
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
@@ -38,6 +43,9 @@ from transformer_jax.run_dir import write_bytes
 
 SESSION_SUFFIX = ".hparams"  # events.out.tfevents.<time>.hparams
 HParamValue = bool | int | float | str
+# An identifier, not a quantity: written as its digits. TensorBoard holds every number as a
+# double and its table prints 5 significant digits (seed 0 as "0.0000").
+SEED = "seed"
 
 # How a run's status (summary.json, or a report's classification) shows in the HParams table.
 _STATUS = {
@@ -56,6 +64,20 @@ def hparam_value(value: Any) -> HParamValue:
     if isinstance(value, list):  # config.json stores tuples as lists
         value = tuple(value)
     return repr(value)
+
+
+def session_value(name: str, value: Any) -> HParamValue:
+    """An hparam as a session holds it: `hparam_value`, the seed as its decimal text."""
+    if name == SEED and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return hparam_value(value)
+
+
+def is_diagnostic(tag: str) -> bool:
+    """Whether a "split/metric" tag is a model diagnostic (attention entropy, ponder time):
+    train/step.py flatten_diagnostics names each "<name>/<module path>", the only metric names
+    with a "/" of their own."""
+    return tag.count("/") >= 2
 
 
 def flat_metrics(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
@@ -93,22 +115,25 @@ def write_session(
     status: str | None = None,
     step: int = 0,
     metrics: Mapping[str, float] | None = None,
+    group: str | None = None,
 ) -> str:
     """Writes (replaces) the HParams session of the run directory `run_path`; returns its file,
     the one already there when it says the same and is still read last.
 
-    hparams: name -> value (`hparam_value` converts each). start_time: seconds since the epoch
+    hparams: name -> value (`session_value` converts each). start_time: seconds since the epoch
     when the run started (now when None). status: the run's outcome ("finished", "diverged",
     "failed", "stopped") for the session's end, None while it trains. metrics: "split/metric"
-    -> final value, written as scalars at `step`.
+    -> final value, written as scalars at `step`. group: the session group (TensorBoard's
+    group_name), shared by the seeds of a variant so that its table averages them; None: a
+    group of its own.
     """
     now = time.time()
     start_time = now if start_time is None else start_time
-    values = {str(name): hparam_value(value) for name, value in hparams.items()}
-    # An empty trial id: the session is a group of its own (the plugin otherwise groups the
-    # sessions whose hparams hash alike, and shows one row for them).
+    values = {str(name): session_value(str(name), value) for name, value in hparams.items()}
+    # An empty group name makes the session a group of its own (a missing one would group the
+    # sessions whose hparams hash alike, which seeds never do).
     events = [event_pb2.Event(wall_time=now, file_version="brain.Event:2")]
-    start = hparams_summary.hparams_pb(values, trial_id="", start_time_secs=start_time)
+    start = hparams_summary.hparams_pb(values, trial_id=group or "", start_time_secs=start_time)
     events.append(event_pb2.Event(wall_time=now, step=0, summary=start))
     if metrics:
         scalars = summary_pb2.Summary()
@@ -117,8 +142,57 @@ def write_session(
         events.append(event_pb2.Event(wall_time=now, step=int(step), summary=scalars))
     if status is not None:
         end = plugin_data_pb2.SessionEndInfo(status=_STATUS[status], end_time_secs=now)
-        events.append(event_pb2.Event(wall_time=now, step=int(step), summary=_end_summary(end)))
+        data = plugin_data_pb2.HParamsPluginData(session_end_info=end)
+        summary = _plugin_summary(metadata.SESSION_END_INFO_TAG, data)
+        events.append(event_pb2.Event(wall_time=now, step=int(step), summary=summary))
+    return _replace(run_path, events, now)
 
+
+def write_experiment(
+    path: str | os.PathLike, hparams: Mapping[str, Sequence[Any]], metrics: Sequence[str]
+) -> str:
+    """Writes (replaces) the HParams experiment of the sweep directory `path`: the columns of
+    TensorBoard's table, in this order; returns its file.
+
+    hparams: name -> every value its sessions take (`session_value` converts each); metrics:
+    "split/metric" tags, the first five shown at first. Sessions keep every value they hold;
+    a metric left out has no column.
+    """
+    now = time.time()
+    experiment = api_pb2.Experiment(
+        hparam_infos=[_hparam_info(name, values) for name, values in hparams.items()],
+        metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag)) for tag in metrics],
+    )
+    data = plugin_data_pb2.HParamsPluginData(experiment=experiment)
+    events = [
+        event_pb2.Event(wall_time=now, file_version="brain.Event:2"),
+        event_pb2.Event(wall_time=now, summary=_plugin_summary(metadata.EXPERIMENT_TAG, data)),
+    ]
+    return _replace(path, events, now)
+
+
+def _hparam_info(name: str, values: Sequence[Any]) -> api_pb2.HParamInfo:
+    """The column of one hparam: its type and domain as the plugin infers them from sessions
+    (bools and text discrete, numbers an interval, mixed types text), distinct values in the
+    order given."""
+    distinct = list(dict.fromkeys(session_value(name, v) for v in values))
+    info = api_pb2.HParamInfo(name=name, differs=len(distinct) > 1)
+    if distinct and all(isinstance(v, bool) for v in distinct):
+        info.type = api_pb2.DATA_TYPE_BOOL
+        info.domain_discrete.extend(distinct)
+    elif distinct and all(isinstance(v, int | float) and not isinstance(v, bool) for v in distinct):
+        info.type = api_pb2.DATA_TYPE_FLOAT64
+        info.domain_interval.min_value = min(distinct)
+        info.domain_interval.max_value = max(distinct)
+    else:
+        info.type = api_pb2.DATA_TYPE_STRING
+        info.domain_discrete.extend(dict.fromkeys(str(v) for v in distinct))
+    return info
+
+
+def _replace(run_path: str | os.PathLike, events: list[event_pb2.Event], now: float) -> str:
+    """Writes `events` as the directory's one `.hparams` file, unless the one there says the
+    same and is still read last; returns the file."""
     previous = session_files(run_path)
     others = glob.glob(os.path.join(glob.escape(os.fspath(run_path)), "events.out.tfevents.*"))
     # A sweep rerun to resume its other runs writes the session of every finished one again:
@@ -183,10 +257,9 @@ def _stamp(path: str) -> int:
         return 0
 
 
-def _end_summary(end: plugin_data_pb2.SessionEndInfo) -> summary_pb2.Summary:
-    data = plugin_data_pb2.HParamsPluginData(session_end_info=end)
+def _plugin_summary(tag: str, data: plugin_data_pb2.HParamsPluginData) -> summary_pb2.Summary:
     value = summary_pb2.Summary.Value(
-        tag=metadata.SESSION_END_INFO_TAG,
+        tag=tag,
         metadata=metadata.create_summary_metadata(data),
         tensor=metadata.NULL_TENSOR,
     )

@@ -56,6 +56,8 @@ class RunTracking:
         sweep_run = read_json(os.path.join(self.workdir, HPARAMS_FILE))
         self.sweep_run = sweep_run if isinstance(sweep_run, dict) else {}
         self.hparams = {**self.sweep_run.get("hparams", {}), "seed": config.get("seed")}
+        # The seeds of a variant (of a seed group) are one group, in TensorBoard as in W&B.
+        self.group = run_names(self.workdir, self.sweep_run)[1]
         self.project = config.get("train", {}).get("wandb_project", "")
         self._start_time: float | None = None
         self._wandb = None
@@ -69,19 +71,21 @@ class RunTracking:
             # Imported here: a run without W&B never imports it (nor needs it installed).
             from transformer_jax.tracking.wandb_run import WandbRun
 
-            name, group = run_names(self.workdir, self.sweep_run)
+            name, _ = run_names(self.workdir, self.sweep_run)
             tags = tuple(t for t in (self.sweep_run.get("sweep"),) if t)
             self._wandb = WandbRun(
                 self.workdir,
                 project=self.project,
                 config=self.config,
                 name=name,
-                group=group,
+                group=self.group,
                 tags=tags,
             )
 
     def _write_session(self, **end) -> None:
-        hparams_lib.write_session(self.workdir, self.hparams, start_time=self._start_time, **end)
+        hparams_lib.write_session(
+            self.workdir, self.hparams, start_time=self._start_time, group=self.group, **end
+        )
 
     def log(self, step: int, split: str, values: Mapping[str, float]) -> None:
         if self._wandb is not None:

@@ -26,11 +26,17 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from transformer_jax.run_dir import METRICS_FILE, RunSummary, write_summary, write_text
+from transformer_jax.run_dir import (
+    METRICS_FILE,
+    METRICS_LINE_KEYS,
+    RunSummary,
+    write_summary,
+    write_text,
+)
 from transformer_jax.tracking.run import RunTracking
 from transformer_jax.train.event_file import EventFile
 
-_RESERVED = ("step", "split", "time")
+_RESERVED = METRICS_LINE_KEYS
 
 
 def _to_float(name: str, value: Any) -> float:
