@@ -265,3 +265,26 @@ def _missing_files(project_commands: list[dict]) -> list[str]:
             if repository_file and not (REPO / value).exists():
                 missing.append(f"{c['page']}: {arg}: no file {value}")
     return missing
+
+
+def _python_blocks(page: Path, heading: str) -> list[str]:
+    section = page.read_text(encoding="utf-8").split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
+    return [code for language, code in split_code(section)[1] if language == "python"]
+
+
+@pytest.mark.parametrize(
+    "heading, path",
+    [
+        ("Adding a component", "transformer_jax/layers/feedforward.py"),
+        ("Adding a sweep", "experiments/quickstart.py"),
+    ],
+)
+def test_the_shipped_examples_of_adding_md_are_the_shipped_code(heading, path):
+    """docs/adding.md shows these as shipped: its block (after the line naming the file) is in
+    the file verbatim. Its evaluator example is registered and trained by
+    tests/train/test_evaluators.py, its dataset example by tests/data/test_api.py."""
+    blocks = [b for b in _python_blocks(REPO / "docs" / "adding.md", heading) if path in b]
+    assert len(blocks) == 1, (heading, path)
+    head, _, code = blocks[0].partition("\n")
+    assert head == f"# {path}"
+    assert code.strip() in (REPO / path).read_text(encoding="utf-8")
