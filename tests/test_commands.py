@@ -173,6 +173,12 @@ USER_ERRORS = [
         ],
         "main: error: --config.train.profile_stepz: config.train has no field 'profile_stepz'",
     ),
+    (  # A misspelt field: the nearest names, as absl suggests for a misspelt flag.
+        "transformer_jax.main",
+        ["--config=configs/algorithmic.py:copy", "--config.train.learning_rat=1"],
+        "main: error: --config.train.learning_rat: config.train has no field 'learning_rat' "
+        "(did you mean --config.train.learning_rate?); its fields: b1, b2,",
+    ),
     (  # A train field that moved into an evaluator's block names its new place.
         "transformer_jax.main",
         ["--config=configs/algorithmic.py:copy", "--config.train.generate_eval=False"],

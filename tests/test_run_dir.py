@@ -77,11 +77,18 @@ def test_evaluator_fields_round_trip_in_extras_and_a_top_level_bleu_is_read_into
     assert "bleu" not in run_dir.read_summary(tmp_path).to_json()
 
 
-@pytest.mark.parametrize("text", [None, '{"status": "fini', "[1, 2]", '{"step": 3}'])
-def test_read_summary_is_none_without_a_whole_summary(tmp_path, text):
-    if text is not None:
-        (tmp_path / "summary.json").write_text(text)
+def test_read_summary_is_none_without_one(tmp_path):
     assert run_dir.read_summary(tmp_path) is None
+
+
+@pytest.mark.parametrize("text", ['{"status": "fini', "[1, 2]", '{"step": 3}', "", "\xff"])
+def test_a_damaged_summary_is_refused_naming_the_file(tmp_path, text):
+    """Cut short, empty, not a summary, not UTF-8: damaged, not a run that never ended."""
+    (tmp_path / "summary.json").write_bytes(text.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"summary.json is damaged \(") as caught:
+        run_dir.read_summary(tmp_path)
+    assert str(tmp_path / "summary.json") in str(caught.value)
+    assert "\n" not in str(caught.value)
 
 
 def test_config_records_the_git_commit(tmp_path):

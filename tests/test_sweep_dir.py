@@ -25,18 +25,21 @@ def test_status_classification(tmp_path):
     assert sweep_dir.read_run(str(tmp_path), "v", 2).error == "RuntimeError: boom"
 
 
-def test_summary_takes_precedence_and_half_written_summary_is_not_done(tmp_path):
+def test_summary_takes_precedence_and_a_cut_short_summary_is_damaged(tmp_path):
     # A retried run that then finished keeps an old failure.json only if the runner failed to
     # delete it; summary.json still decides.
     path = write_run(tmp_path, "v", 0, "finished")
     with open(os.path.join(path, "failure.json"), "w") as f:
         json.dump({"returncode": 1}, f)
     assert sweep_dir.read_run(str(tmp_path), "v", 0).status == "finished"
-    # A run killed while writing summary.json is not done: it must be resumed.
-    path = write_run(tmp_path, "v", 1, "incomplete")
-    with open(os.path.join(path, "summary.json"), "w") as f:
-        f.write('{"status": "fini')
-    assert sweep_dir.read_run(str(tmp_path), "v", 1).status == "incomplete"
+    # summary.json is written atomically (run_dir.write_text), so a kill cannot cut it short:
+    # a cut-short one is damaged, named, not an interrupted run to train again.
+    path = write_run(tmp_path, "v", 1, "finished")
+    with open(os.path.join(path, "summary.json"), "r+") as f:
+        f.truncate(len(f.read()) // 2)
+    with pytest.raises(ValueError, match=r"^\S*v/seed_1/summary.json is damaged \(") as caught:
+        sweep_dir.read_run(str(tmp_path), "v", 1)
+    assert "\n" not in str(caught.value)
 
 
 def test_metric_names_split_at_first_slash(tmp_path):

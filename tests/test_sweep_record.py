@@ -4,7 +4,9 @@ and a rebuilt report that would list fewer finished runs than the one it replace
 
 import json
 import os
+import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -36,16 +38,89 @@ def test_a_run_directory_comes_back_byte_for_byte_without_what_is_rebuilt(tmp_pa
         _write(run / name, "rebuilt or live-only")
     _write(run / "events.out.tfevents.1.host", b"\x00\x01")
     _write(run / "blob.bin", b"\xff\xfe\x00")  # not text: left out
-    item = sweep_record.entry(str(run), "a/lr-0.1", 0, "finished")
+    item = sweep_record.entry(str(run), "a/lr-0.1", 0, "finished", str(tmp_path))
     assert item["files"] == dict(sorted(kept.items()))
     sweep_record.write_record(str(tmp_path), [item])
     assert sweep_record.read_record(str(tmp_path)) == {("a/lr-0.1", 0): item}
-    sweep_record.unpack(item, str(tmp_path / "back"))
+    sweep_record.unpack(item, str(tmp_path / "back"), str(tmp_path))
     for name, text in kept.items():
         assert (tmp_path / "back" / name).read_bytes() == text.encode()
     assert sorted(p.name for p in (tmp_path / "back").rglob("*") if p.is_file()) == sorted(
         Path(n).name for n in kept
     )
+
+
+# An absolute path of a machine: what a committed record must not name (tests/test_docs.py).
+MACHINE_PATH = re.compile(r"(?<![\w.~<>$])/(?:work|home|root|tmp|Users|var|private)/\S*")
+
+
+def _machine_paths(item: dict) -> list[str]:
+    return [
+        f"{name}: {m}" for name, text in item["files"].items() for m in MACHINE_PATH.findall(text)
+    ]
+
+
+def test_the_machine_paths_of_a_run_are_placeholders_and_come_back_as_this_machines(
+    tmp_path, monkeypatch
+):
+    """The workdir, the checkout, an environment-provided data file, the home and temporary
+    directories; unpacked into another workdir, its own paths."""
+    data = tmp_path / "data" / "input.txt"
+    monkeypatch.setenv("TINY_SHAKESPEARE", str(data))
+    workdir, home = tmp_path / "sweep", os.path.expanduser("~")
+    run = workdir / "a" / "seed_0"
+    config = {"data": {"path": str(data), "data_dir": f"{home}/tensorflow_datasets"}}
+    _write(run / "config.json", json.dumps(config))
+    _write(run / "command.txt", f"cd {REPO} && python -m transformer_jax.main --workdir={run}\n")
+    stderr = f"File {REPO}/transformer_jax/main.py\nlog in {tempfile.gettempdir()}/x.log\n"
+    _write(run / "failure.json", json.dumps({"stderr_tail": stderr}))
+    item = sweep_record.entry(str(run), "a", 0, "failed", str(workdir))
+    assert not _machine_paths(item), _machine_paths(item)
+    assert json.loads(item["files"]["config.json"]) == {
+        "data": {"path": "$TINY_SHAKESPEARE", "data_dir": "<home>/tensorflow_datasets"}
+    }
+    command = "cd <repo> && python -m transformer_jax.main --workdir=<workdir>/a/seed_0\n"
+    assert item["files"]["command.txt"] == command
+    assert json.loads(item["files"]["failure.json"])["stderr_tail"] == (
+        "File <repo>/transformer_jax/main.py\nlog in <tmp>/x.log\n"
+    )
+    other = tmp_path / "elsewhere"
+    sweep_record.unpack(item, str(other / "a" / "seed_0"), str(other))
+    back = (other / "a" / "seed_0" / "command.txt").read_text()
+    assert back == f"cd {REPO} && python -m transformer_jax.main --workdir={other}/a/seed_0\n"
+    assert json.loads((other / "a" / "seed_0" / "config.json").read_text()) == config
+    # A path that only starts like one is left alone: /rootfs is not under /root.
+    known = [("<home>", "/root")]
+    assert sweep_record.scrub("/rootfs /root /root/x", known) == "/rootfs <home> <home>/x"
+
+
+def test_the_record_of_a_run_trained_in_a_temporary_workdir_names_no_temporary_path(tmp_path):
+    """A run trained under the temporary directory, its data built inside its sweep directory:
+    the record names neither, and a run retried from it on another machine (here: another
+    workdir) reads its own data directory, which a resume compares (train/resume.py)."""
+    from tiny_configs import tiny_copy_config
+
+    from transformer_jax import run_dir
+    from transformer_jax.train.resume import resume_changes
+    from transformer_jax.train.trainer import train_and_evaluate
+
+    workdir = tmp_path / "sweep"
+    config = tiny_copy_config(workdir / "tfds", 2, log_every=1, eval_every=2, checkpoint_every=2)
+    run = workdir / "a" / "seed_0"
+    train_and_evaluate(config, str(run))
+    item = sweep_record.entry(str(run), "a", 0, "finished", str(workdir))
+    texts = "".join(item["files"].values())
+    assert str(tmp_path) not in texts and tempfile.gettempdir() + "/" not in texts
+    assert not _machine_paths(item), _machine_paths(item)
+    assert json.loads(item["files"]["config.json"])["data"]["data_dir"] == "<workdir>/tfds"
+    other = tmp_path / "elsewhere"
+    sweep_record.unpack(item, str(other / "a" / "seed_0"), str(other))
+    moved = tiny_copy_config(other / "tfds", 2, log_every=1, eval_every=2, checkpoint_every=2)
+    resolved = json.loads((run / "config.json").read_text())
+    resolved["data"]["data_dir"] = moved.data.data_dir
+    assert resume_changes(other / "a" / "seed_0", resolved) == {}
+    stored = run_dir.read_run_config(other / "a" / "seed_0")
+    assert stored["data"]["data_dir"] == str(other / "tfds")
 
 
 def test_a_bad_record_line_names_file_and_line(tmp_path):

@@ -15,6 +15,7 @@ an OSError (a bad path, a full disk) prints `<command>: error: <message>` on std
 with USER_ERROR_EXIT_CODE; anything else is a bug and keeps its traceback.
 """
 
+import difflib
 import functools
 import os
 import shlex
@@ -216,6 +217,10 @@ def _unknown_field(dotted: str, argv: Sequence[str]) -> str:
             moved = moved_field(part) if path[:depth] == ["train"] else None
             if moved is not None:
                 return f"{where}.{part} is now {moved}: set --config.{moved}"
-            return f"{where} has no field {part!r}; its fields: {', '.join(sorted(keys))}"
+            # The nearest names, as absl suggests for a misspelt flag (learning_rat).
+            near = difflib.get_close_matches(part, [str(k) for k in keys], n=3)
+            guess = "".join(f"--{where}.{name}, " for name in near).removesuffix(", ")
+            guess = f" (did you mean {guess}?)" if near else ""
+            return f"{where} has no field {part!r}{guess}; its fields: {', '.join(sorted(keys))}"
         node = node[part]
     return _NO_SUCH_FIELD

@@ -459,16 +459,24 @@ def write_summary(
 
 
 def read_summary(workdir: str | os.PathLike) -> RunSummary | None:
-    """summary.json of the run, or None if there is none (or it does not parse as one); a
-    ValueError naming it when its bytes are not those checksums.json records."""
-    content = _read_bytes(os.path.join(workdir, SUMMARY_FILE))
+    """summary.json of the run, or None if there is none; a ValueError naming it when its bytes
+    are not those checksums.json records, or when it is damaged (cut short, not a summary): it
+    is written atomically (`write_text`), so a half one was never the trainer's, and reading
+    it as no summary would call a finished run interrupted and train it again."""
+    path = os.path.join(workdir, SUMMARY_FILE)
+    content = _read_bytes(path)
     if content is None:
         return None
     check_recorded(workdir, SUMMARY_FILE, content)
     try:
         return RunSummary.from_json(json.loads(content))
-    except (ValueError, TypeError):
-        return None
+    except (ValueError, TypeError) as error:  # JSONDecodeError and UnicodeDecodeError too
+        why = str(error).splitlines()[0][:120]
+        raise ValueError(
+            f"{path} is damaged ({why}; expected the run's summary, a JSON object with status "
+            "and step): restore it from a copy of the run, or delete it to train the run's end "
+            "again"
+        ) from None
 
 
 def code_label(version: Mapping[str, Any]) -> str:

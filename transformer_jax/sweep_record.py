@@ -6,15 +6,24 @@ One JSON object per line, one line per ended run (finished, diverged or failed),
     {"variant": "<run variant>", "seed": 0, "status": "finished",
      "files": {"config.json": "<its text>", "metrics.jsonl": "<its text>", ...}}
 
-`files` holds every text file of the run directory, by its path relative to it, byte for byte:
-config.json (the resolved config and the trainer's commit), command.txt (the command, with its
-overrides), code.json (commit and diff hash of each launch), summary.json, metrics.jsonl (the
-whole training and evaluation history), failure.json, and what evaluators and analyses add
-(translations/, eval_positions/). Left out: what is rebuilt or serves only a live run
-(`LEFT_OUT`: checkpoints, TensorBoard event files, hparams.json, run.log, the tokenizer copies,
-locks) and binary files. `unpack` writes the files back, so every reader of run directories
-(the report, its curves, experiments/reports/) reads a recorded run as it read the original;
-`write_events` rebuilds a run's TensorBoard scalars from its metrics.jsonl.
+`files` holds every text file of the run directory, by its path relative to it, byte for byte
+but for the machine's paths (below): config.json (the resolved config and the trainer's
+commit), command.txt (the command, with its overrides), code.json (commit and diff hash of each
+launch), summary.json, metrics.jsonl (the whole training and evaluation history),
+failure.json, and what evaluators and analyses add (translations/, eval_positions/). Left
+out: what is rebuilt or serves only a live run (`LEFT_OUT`: checkpoints, TensorBoard event
+files, hparams.json, run.log, the tokenizer copies, locks) and binary files. `unpack` writes
+the files back, so every reader of run directories (the report, its curves,
+experiments/reports/) reads a recorded run as it read the original; `write_events` rebuilds
+a run's TensorBoard scalars from its metrics.jsonl.
+
+A record is committed, so it names no directory of the machine that wrote it: `entry` writes
+each absolute path of the machine (`places`: the sweep's workdir, the checkout, the data files
+environment variables name, the home and temporary directories) as its placeholder
+(`<workdir>`, `<repo>`, `$TINY_SHAKESPEARE`, `<home>`, `<tmp>`), and `unpack` writes this
+machine's paths back in their place (`machine_paths`), so a resumed or retried run reads a
+config.json that names this machine's data directory (a resume compares data.data_dir,
+train/resume.py).
 
 The report writes the record (report/report.py) from the run directories, keeping the recorded
 runs whose directories are gone; a sweep started in a folder with a record first unpacks the
@@ -24,7 +33,9 @@ runs it lacks (sweep/runner.py), so they are not trained again.
 import contextlib
 import json
 import os
+import re
 import shutil
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -44,8 +55,54 @@ LEFT_OUT = (
     "wandb",
 )
 _EVENTS_PREFIX = "events.out.tfevents."
+# Environment variables naming a data file a config reads (configs/shakespeare_char.py).
+DATA_VARIABLES = ("TINY_SHAKESPEARE",)
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 Entry = dict[str, Any]  # one line of the record
+
+
+def machine_paths(workdir: str) -> dict[str, str]:
+    """Placeholder -> this machine's absolute path, for each directory or file of the machine
+    a record names by placeholder; an unset data variable, or a path that is `/`, left out."""
+    found = {
+        "<workdir>": os.path.abspath(workdir),
+        "<repo>": _CHECKOUT,
+        "<home>": os.path.expanduser("~"),
+        "<tmp>": tempfile.gettempdir(),
+    }
+    for name in DATA_VARIABLES:
+        if os.environ.get(name):
+            found[f"${name}"] = os.path.abspath(os.path.expanduser(os.environ[name]))
+    found = {mark: path.rstrip(os.sep) for mark, path in found.items()}
+    return {mark: path for mark, path in found.items() if path}
+
+
+def places(workdir: str) -> list[tuple[str, str]]:
+    """(placeholder, path) of `machine_paths`, each also under its resolved name (a temporary
+    directory behind a symbolic link), the longest path first: a workdir inside the checkout
+    is `<workdir>`, not `<repo>/...`."""
+    pairs = {
+        (mark, p)
+        for mark, path in machine_paths(workdir).items()
+        for p in (path, os.path.realpath(path))
+    }
+    return sorted(pairs, key=lambda pair: (-len(pair[1]), pair[0]))
+
+
+def scrub(text: str, known: list[tuple[str, str]]) -> str:
+    """`text` with each path of `known` (`places`) written as its placeholder, where it is a
+    whole path or its start (`/root` in `/root/x`, not in `/rootfs`)."""
+    for mark, path in known:  # no placeholder holds a backslash, re.sub's one special
+        text = re.sub(re.escape(path) + r"(?![\w.-])", mark, text)
+    return text
+
+
+def restore(text: str, paths: Mapping[str, str]) -> str:
+    """`text` with each placeholder of `paths` (`machine_paths`) written as its path."""
+    for mark, path in paths.items():
+        text = text.replace(mark, path)
+    return text
 
 
 def _kept(name: str) -> bool:
@@ -54,8 +111,10 @@ def _kept(name: str) -> bool:
     )
 
 
-def entry(path: str, variant: str, seed: int, status: str) -> Entry:
-    """The record line of the run directory `path` of (variant, seed), ended with `status`."""
+def entry(path: str, variant: str, seed: int, status: str, workdir: str) -> Entry:
+    """The record line of the run directory `path` of (variant, seed), ended with `status`, in
+    the sweep directory `workdir`; the machine's paths written as placeholders (`places`)."""
+    known = places(workdir)
     files = {}
     for parent, dirs, names in os.walk(path):
         dirs[:] = sorted(d for d in dirs if _kept(d))
@@ -64,7 +123,8 @@ def entry(path: str, variant: str, seed: int, status: str) -> Entry:
             with open(full, "rb") as f:
                 content = f.read()
             with contextlib.suppress(UnicodeDecodeError):  # binary files are left out
-                files[os.path.relpath(full, path).replace(os.sep, "/")] = content.decode("utf-8")
+                text = scrub(content.decode("utf-8"), known)
+                files[os.path.relpath(full, path).replace(os.sep, "/")] = text
     return {"variant": variant, "seed": seed, "status": status, "files": files}
 
 
@@ -105,12 +165,14 @@ def write_record(workdir: str, entries: Iterable[Entry]) -> None:
     run_files.write_text(record_path(workdir), "".join(lines))
 
 
-def unpack(item: Entry, path: str) -> None:
-    """Writes the recorded files of `item` into the run directory `path`."""
+def unpack(item: Entry, path: str, workdir: str) -> None:
+    """Writes the recorded files of `item` into the run directory `path` of the sweep directory
+    `workdir`, the placeholders written as this machine's paths (`places`)."""
+    paths = machine_paths(workdir)
     for name, text in item["files"].items():
         target = os.path.join(path, *name.split("/"))
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        run_files.write_text(target, text)
+        run_files.write_text(target, restore(text, paths))
 
 
 def missing_runs(workdir: str, record: Mapping[tuple[str, int], Entry]) -> list[tuple[str, int]]:
@@ -131,7 +193,7 @@ def unpack_missing(workdir: str, record: Mapping[tuple[str, int], Entry]) -> lis
         outermost = path
         while not os.path.exists(os.path.dirname(outermost)):
             outermost = os.path.dirname(outermost)
-        unpack(record[(variant, seed)], path)
+        unpack(record[(variant, seed)], path, workdir)
         if outermost not in created:
             created.append(outermost)
     return created

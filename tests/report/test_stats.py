@@ -96,6 +96,21 @@ def test_paired_difference_single_pair_has_no_interval():
     assert none.n == 0 and math.isnan(none.mean)
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_difference_that_is_not_finite_is_not_tested(bad):
+    """A diverged run's NaN test loss: no interval and no p-value (shown as not computed),
+    not p = 1 (min(1, NaN) is 1), and so no place in its Holm family."""
+    from transformer_jax.report.tables import format_p
+
+    assert math.isnan(stats.t_test_p([bad, 0.1, 0.3]))
+    d = stats.paired_difference({0: bad, 1: 0.2, 2: 0.5}, {0: 0.1, 1: 0.1, 2: 0.1})
+    assert math.isnan(d.low) and math.isnan(d.high) and math.isnan(d.p_value)
+    assert not d.excludes_zero and format_p(d.p_value) == "–"
+    adjusted = stats.holm([d.p_value, 0.01, 0.04])
+    assert math.isnan(adjusted[0]) and adjusted[1:] == pytest.approx([0.02, 0.04])
+    assert stats.family_size([d.p_value, 0.01, 0.04]) == 2
+
+
 def test_paired_t_test_p_value_hand_computed():
     # Differences 0.05, 0.04, 0.06: t = 0.05 / (0.01 / sqrt(3)) = 8.660; with 2 degrees of
     # freedom the two-sided p is 1 - t / sqrt(2 + t^2) (closed form of the t CDF for df=2).

@@ -127,3 +127,51 @@ def test_an_early_stop_split_the_data_lacks_fails_before_training(tmp_path):
     with pytest.raises(ValueError, match=r"reads split 'validation'.*valid splits: \['test'"):
         train_and_evaluate(config, str(tmp_path / "run"))
     assert not (tmp_path / "run").exists()
+
+
+def test_an_early_stop_metric_no_evaluator_logs_fails_before_training(tmp_path):
+    """One line naming the field, the value and the metrics the run's evaluators log there."""
+    config = tiny_config(tmp_path / "tfds", early_stop_metric="test/bleu")
+    message = (
+        r"^train.early_stop_metric='test/bleu': no evaluator of the run logs 'bleu'; the metrics "
+        r"logged on test: \['test/gen_seq_accuracy', 'test/loss', 'test/token_accuracy', "
+        r"'test/seq_accuracy', 'test/\*/\*', 'test/mean_loss'\]$"
+    )
+    with pytest.raises(ValueError, match=message):
+        train_and_evaluate(config, str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "metric, blocks, logged",
+    [
+        ("test/mean_loss", {}, True),  # a curve metric of the loss
+        ("test/steps_to_threshold", {}, False),  # only with train.loss_threshold > 0
+        ("test/gen_seq_accuracy", {"generation": {"enabled": False}}, False),
+        ("test/greedy_gen_seq_accuracy", {"generation": {"prefix": "greedy_"}}, True),
+        ("test/gen_seq_accuracy", {"generation": {"prefix": "greedy_"}}, False),
+        ("test/bleu", {"bleu": {"enabled": True}}, True),  # BLEU names its own: not declared
+        # train.diagnostics (the tiny run's): the statistics of each attention layer
+        ("test/attention_entropy/encoder/layer_0/self_attention", {}, True),
+    ],
+)
+def test_the_metrics_checked_are_those_the_blocks_log(tmp_path, metric, blocks, logged):
+    from transformer_jax import data
+    from transformer_jax.config import TrainConfig
+    from transformer_jax.train import evaluators
+    from transformer_jax.train.trainer import resolve_model_config
+
+    config = tiny_config(tmp_path / "tfds")
+    train = config.train.to_dict()
+    for name, block in blocks.items():
+        train["evaluators"][name].update(block)
+    train_cfg = evaluators.check_blocks(
+        TrainConfig.from_dict({**train, "early_stop_metric": metric})
+    )
+    info = data.describe_dataset(config.data, build=False)
+    model_config = resolve_model_config(config, info)
+    if logged:
+        evaluators.check_early_stop(train_cfg, info, model_config)
+    else:
+        with pytest.raises(ValueError, match=r"no evaluator of the run logs"):
+            evaluators.check_early_stop(train_cfg, info, model_config)

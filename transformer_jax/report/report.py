@@ -248,7 +248,7 @@ def _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv
         keys = {(r.variant, r.seed) for r in ended}
         sweep_record.write_record(
             workdir,
-            [sweep_record.entry(r.path, r.variant, r.seed, r.status) for r in ended]
+            [sweep_record.entry(r.path, r.variant, r.seed, r.status, workdir) for r in ended]
             + [item for key, item in record.items() if key not in keys],
         )
     write_text(

@@ -50,8 +50,8 @@ class PairedDifference:
     """Mean of per-seed differences (variant - baseline, or any contrast) with its confidence
     interval and the two-sided p-value of the paired t-test of mean 0.
 
-    low/high/p_value are NaN when fewer than two seeds are paired or the per-seed differences
-    have no spread (no variance estimate).
+    low/high/p_value are NaN when fewer than two seeds are paired, a per-seed difference is not
+    finite, or the differences have no spread (no variance estimate): not computed.
     """
 
     mean: float
@@ -76,10 +76,11 @@ def no_spread(values: Sequence[float]) -> bool:
 def t_test_p(diffs: Sequence[float]) -> float:
     """Two-sided p-value of the one-sample t-test of mean(diffs) = 0 (n - 1 degrees of freedom).
 
-    NaN for fewer than two values or no spread (sd 0: no variance estimate, no test).
+    NaN for fewer than two values, no spread (sd 0: no variance estimate, no test) or a value
+    that is not finite (a diverged run's NaN loss: min(1, NaN) would read as p = 1).
     """
     n = len(diffs)
-    if n < 2:
+    if n < 2 or not all(math.isfinite(d) for d in diffs):
         return math.nan
     d, sd = mean(diffs), sample_std(diffs)
     if no_spread(diffs):
@@ -115,7 +116,7 @@ def paired_contrast(
     diffs = [math.fsum(c * values[s] for c, values in terms) for s in seeds]
     n = len(diffs)
     d = mean(diffs)
-    if n < 2 or no_spread(diffs):
+    if n < 2 or not all(math.isfinite(x) for x in diffs) or no_spread(diffs):
         return PairedDifference(d, math.nan, math.nan, n, seeds)
     half = t_quantile(0.5 + confidence / 2.0, n - 1) * sample_std(diffs) / math.sqrt(n)
     return PairedDifference(d, d - half, d + half, n, seeds, t_test_p(diffs))

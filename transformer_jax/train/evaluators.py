@@ -22,6 +22,7 @@ the ahead-of-time compiler are unchanged.
 """
 
 import dataclasses
+import fnmatch
 import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -35,8 +36,9 @@ from transformer_jax import decoding
 from transformer_jax import fields as F
 from transformer_jax.config import eval_blocks
 from transformer_jax.data.abstract import abstract_batch, longest_lengths
+from transformer_jax.families import family_of
 from transformer_jax.registry import Registry
-from transformer_jax.train import bleu_eval, length_eval
+from transformer_jax.train import bleu_eval, curve_metrics, length_eval
 from transformer_jax.train import step as steps
 from transformer_jax.train.timing import Phases
 
@@ -112,6 +114,10 @@ def _eval_splits(info) -> tuple[str, ...]:
     return tuple(info.eval_splits)
 
 
+def _undeclared(train_cfg, info, model_config, block) -> None:
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class EvaluatorEntry:
     """One registered evaluator: `build(EvalContext) -> Evaluator | None` (see the module
@@ -120,13 +126,18 @@ class EvaluatorEntry:
     it does not apply), raising the ValueError its builder would; `options`, the keys of its
     block beyond the common ones, with their defaults; `check(field, block)`, a ValueError naming
     `field.<option>` for an option value it cannot take; `splits(info)`, the evaluation splits
-    its block may name on a dataset (data.DatasetInfo)."""
+    its block may name on a dataset (data.DatasetInfo); `metrics(train_cfg, info, model_config,
+    block)`, the names of the metrics it logs in a run (before its prefix, shell-style patterns
+    where a name depends on the model: `*/*`; () where it does not apply), or None where it does
+    not declare them (then an early-stopping metric is checked at
+    the first evaluation instead of before training)."""
 
     build: Callable[[EvalContext], Evaluator | None]
     programs: Callable[[Any], dict[str, EvalProgram]] = _no_programs
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     check: Callable[[str, dict], None] = _no_check
     splits: Callable[[Any], tuple[str, ...]] = _eval_splits
+    metrics: Callable[..., tuple[str, ...] | None] = _undeclared
 
 
 EVALUATORS: Registry[EvaluatorEntry] = Registry("train.evaluators")
@@ -306,7 +317,24 @@ def _length_programs(prepared) -> dict[str, EvalProgram]:
     return {length_eval.NAME: EvalProgram(fn, lambda state: (state, batch), True, tokens)}
 
 
-EVALUATORS.add("teacher_forced", EvaluatorEntry(_teacher_forced))
+def _teacher_forced_metrics(train_cfg, info, model_config, block) -> tuple[str, ...]:
+    """train/step.py's eval_step: loss, the family's accuracy, sequence accuracy; with
+    train.diagnostics also the statistics the layers sow, each `<statistic>/<layer path>`."""
+    family = family_of(model_config)
+    names = ("loss", family.accuracy_name, *(() if family.classifier else ("seq_accuracy",)))
+    return (*names, "*/*") if train_cfg.diagnostics else names
+
+
+def _generation_metrics(train_cfg, info, model_config, block) -> tuple[str, ...]:
+    return ("gen_seq_accuracy",) if info.kind == "seq2seq" and block["enabled"] else ()
+
+
+def _when_enabled_undeclared(train_cfg, info, model_config, block) -> tuple[str, ...] | None:
+    """Nothing when off; when on, metrics named from the data or options: not declared."""
+    return None if block["enabled"] else ()
+
+
+EVALUATORS.add("teacher_forced", EvaluatorEntry(_teacher_forced, metrics=_teacher_forced_metrics))
 EVALUATORS.add(
     "generation",
     EvaluatorEntry(
@@ -314,6 +342,7 @@ EVALUATORS.add(
         programs=_generation_programs,
         options=_own_options("generation"),
         check=_generation_check,
+        metrics=_generation_metrics,
     ),
 )
 EVALUATORS.add(
@@ -324,6 +353,7 @@ EVALUATORS.add(
         options=_own_options("bleu"),
         check=_bleu_check,
         splits=bleu_eval.splits,
+        metrics=_when_enabled_undeclared,
     ),
 )
 EVALUATORS.add(
@@ -333,6 +363,7 @@ EVALUATORS.add(
         programs=_length_programs,
         options=_own_options(length_eval.NAME),
         check=length_eval.check,
+        metrics=_when_enabled_undeclared,
     ),
 )
 
@@ -371,6 +402,32 @@ def check_splits(train_cfg, info) -> None:
                     f"train.evaluators.{name}.splits contains {split!r}, which {name} cannot "
                     f"measure on {info.name}; valid splits: {list(valid)}"
                 )
+
+
+def check_early_stop(train_cfg, info, model_config) -> None:
+    """A ValueError naming train.early_stop_metric when no evaluator of the run logs it (the
+    curve metrics, train/curve_metrics.py, counted with the loss they follow), with the ones
+    logged; nothing where an evaluator of the run does not declare its metrics."""
+    metric = train_cfg.early_stop_metric
+    if not metric:
+        return
+    logged: list[str] = []
+    for name, block in train_cfg.evaluators.items():
+        names = EVALUATORS[name].metrics(train_cfg, info, model_config, block)
+        if names is None:
+            return
+        logged += [block["prefix"] + n for n in names]
+    if "loss" in logged:  # the curve metrics of the unprefixed loss
+        logged.append(curve_metrics.MEAN_LOSS)
+        if train_cfg.loss_threshold > 0:
+            logged.append(curve_metrics.STEPS_TO_THRESHOLD)
+    split, _, name = metric.partition("/")
+    if not any(fnmatch.fnmatchcase(name, pattern) for pattern in logged):
+        valid = [f"{split}/{n}" for n in dict.fromkeys(logged)]
+        raise ValueError(
+            f"train.early_stop_metric={metric!r}: no evaluator of the run logs {name!r}; the "
+            f"metrics logged on {split}: {valid}"
+        )
 
 
 @dataclasses.dataclass(frozen=True)

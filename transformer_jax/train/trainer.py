@@ -235,6 +235,7 @@ def _check_model(config, train_cfg: TrainConfig, info: data.DatasetInfo) -> Mode
             f"{early_stop_split!r}, which {info.name} does not evaluate; valid splits: "
             f"{list(info.eval_splits)}"
         )
+    evaluators.check_early_stop(train_cfg, info, model_config)
     return model_config
 
 
