@@ -84,6 +84,12 @@ def test_id_0_is_a_weighted_target_where_pad_is_another_id_or_absent():
     np.testing.assert_array_equal(family.inputs(batch, OTHER.tokens)[0][0], TARGETS[:, :-1])
     no_pad = OTHER.override({"tokens.pad_id": -1})
     assert np.asarray(family.targets(batch, no_pad.tokens)[1]).all()
+    # Packed documents: the first token of each is read, never predicted from the one before.
+    segments = jnp.array([[1, 1, 2, 2, 2, 0, 0], [1, 1, 1, 1, 1, 1, 1]])
+    packed = {**batch, "targets_segment_ids": segments}
+    np.testing.assert_array_equal(
+        family.targets(packed, OTHER.tokens)[1], [[1, 0, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]]
+    )
 
 
 def test_a_tokenizer_with_other_ids_trains_one_step_and_decodes_with_them():
