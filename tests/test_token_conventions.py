@@ -1,13 +1,22 @@
-"""Token conventions from the config: id 0 is a real token where there is no PAD, and
-left-padded prompts decode as their unpadded rows."""
+"""Token conventions from the tokenizer and the config: id 0 is a real token where there is no
+PAD or another one, a tokenizer with other ids trains and decodes with them, and left-padded
+prompts decode as their unpadded rows."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
+import pytest
 from tiny_configs import tiny_model
 
 from transformer_jax import decoding
+from transformer_jax.analysis import tokens
+from transformer_jax.data.info import DatasetInfo, special_ids
+from transformer_jax.families import family_of
 from transformer_jax.models import build_model
+from transformer_jax.train import losses
+from transformer_jax.train import step as steps
+from transformer_jax.train.trainer import check_token_ids
 
 NO_PAD = tiny_model("decoder_only", {"tokens.pad_id": -1, "tokens.bos_id": 5, "tokens.eos_id": 5})
 
@@ -37,3 +46,99 @@ def test_left_padded_prompts_decode_as_their_unpadded_rows_cached_and_full():
         step, cache, padded, max_new_tokens=3, tokens=NO_PAD.tokens, prompt_valid_BP=valid
     )
     np.testing.assert_array_equal(full, both)
+
+
+class OtherIdsTokenizer:
+    """Characters a..f at ids 0..4 and 6 (id 0 a real token), PAD 5, EOS 7, no BOS."""
+
+    source = "the test's alphabet"
+    pad_id, bos_id, eos_id = 5, None, 7
+    _ids = {"a": 0, "b": 1, "c": 2, "d": 3, "e": 4, "f": 6}
+    vocab_size = 8
+
+    def encode(self, text):
+        return [self._ids[c] for c in text]
+
+    def decode(self, ids):
+        chars = {i: c for c, i in self._ids.items()}
+        return "".join(chars[int(i)] for i in ids if int(i) in chars)
+
+
+OTHER = tiny_model(
+    "decoder_only", {"tokens.pad_id": 5, "tokens.bos_id": -1, "tokens.eos_id": 7}, vocab_size=8
+)
+# Row 0: a b a c EOS PAD PAD; row 1: d a a e f a EOS. Id 0 ("a") is a real token.
+TARGETS = np.array([[0, 1, 0, 2, 7, 5, 5], [3, 0, 0, 4, 6, 0, 7]], np.int32)
+
+
+def test_id_0_is_a_weighted_target_where_pad_is_another_id_or_absent():
+    np.testing.assert_array_equal(losses.weights_from_targets(TARGETS, 5), TARGETS != 5)
+    assert np.asarray(losses.weights_from_targets(TARGETS, None)).all()
+    assert not np.asarray(losses.weights_from_targets(TARGETS)).all()  # the datasets' PAD 0
+    batch = {"targets": jnp.asarray(TARGETS), "example_weights": jnp.ones(2)}
+    family = family_of(OTHER)
+    targets, weights = family.targets(batch, OTHER.tokens)
+    # No BOS: the first token of each row is read, never predicted.
+    np.testing.assert_array_equal(targets, TARGETS[:, 1:])
+    np.testing.assert_array_equal(weights, TARGETS[:, 1:] != 5)
+    np.testing.assert_array_equal(family.inputs(batch, OTHER.tokens)[0][0], TARGETS[:, :-1])
+    no_pad = OTHER.override({"tokens.pad_id": -1})
+    assert np.asarray(family.targets(batch, no_pad.tokens)[1]).all()
+    # Packed documents: the first token of each is read, never predicted from the one before.
+    segments = jnp.array([[1, 1, 2, 2, 2, 0, 0], [1, 1, 1, 1, 1, 1, 1]])
+    packed = {**batch, "targets_segment_ids": segments}
+    np.testing.assert_array_equal(
+        family.targets(packed, OTHER.tokens)[1], [[1, 0, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]]
+    )
+
+
+def test_a_tokenizer_with_other_ids_trains_one_step_and_decodes_with_them():
+    tokenizer = OtherIdsTokenizer()
+    info = DatasetInfo("other", "lm", 8, 0, 7, ("test",), tokenizer, **special_ids(tokenizer))
+    check_token_ids(OTHER.tokens, info)
+    with pytest.raises(ValueError, match=r"model.tokens.bos_id=1 differs .* set model.tokens"):
+        check_token_ids(OTHER.override({"tokens.bos_id": 1}).tokens, info)
+    with pytest.raises(ValueError, match="declares pad_id=5"):
+        DatasetInfo("other", "lm", 8, 0, 7, ("test",), tokenizer)  # the default ids
+    assert tokens.labels(tokenizer, [0, 5, 7, 6]) == ["a", "<pad>", "<eos>", "f"]
+
+    model = build_model(OTHER)
+    batch = {"targets": jnp.asarray(TARGETS), "example_weights": jnp.ones(2)}
+    optimizer = optax.sgd(0.1)
+    state = steps.init_state(model, optimizer, batch, jax.random.PRNGKey(0))
+    new_state, metrics = steps.train_step(
+        state, batch, model=model, optimizer=optimizer, label_smoothing=0.0
+    )
+    assert int(metrics["tokens"]) == 10  # 12 predicted tokens, 2 of them PAD
+    # The loss is the mean over those of -log p(y_t+1 | y_1..y_t), from the unshifted rows.
+    log_p = jax.nn.log_softmax(model.apply(state.variables, jnp.asarray(TARGETS[:, :-1])))
+    picked = np.take_along_axis(np.asarray(log_p), TARGETS[:, 1:, None], axis=-1)[..., 0]
+    real = TARGETS[:, 1:] != 5
+    np.testing.assert_allclose(metrics["loss"], -picked[real].mean(), rtol=1e-5)
+    assert not np.allclose(jax.tree.leaves(new_state.params)[0], jax.tree.leaves(state.params)[0])
+
+    # Decoding: no BOS before the prompt, PAD never chosen, id 0 chosen, stop at EOS, PAD after.
+    def step(cache, ids_B):  # PAD is always the most likely; then 3 -> 0 -> EOS
+        logits_BV = jnp.zeros((ids_B.shape[0], 8)).at[:, 5].set(9.0)
+        following_B = jnp.where(ids_B == 3, 0, jnp.where(ids_B == 0, 7, 4))
+        return logits_BV.at[jnp.arange(ids_B.shape[0]), following_B].set(5.0), cache
+
+    out = decoding.left_to_right(
+        step, None, jnp.array([[3]], jnp.int32), max_new_tokens=4, tokens=OTHER.tokens
+    )
+    np.testing.assert_array_equal(out, [[3, 0, 7, 5, 5]])
+    generated = decoding.generate(
+        model,
+        new_state.variables,
+        jnp.array([[3, 0]], jnp.int32),
+        decoding.DecodeConfig(max_new_tokens=4),
+    )
+    row = [int(t) for t in generated[0]]
+    assert len(row) == 6 and row[:2] == [3, 0]  # the prompt, no BOS before it
+    end = row.index(7) + 1 if 7 in row else len(row)
+    assert 5 not in row[:end] and set(row[end:]) <= {5}
+
+
+def test_an_encoder_decoder_without_bos_is_refused():
+    with pytest.raises(ValueError, match="starts its decoder from BOS"):
+        tiny_model("encoder_decoder", {"tokens.bos_id": -1})

@@ -17,22 +17,42 @@ import jax.numpy as jnp
 
 from transformer_jax.registry import Registry
 
-BOS = 1
-
 FAMILIES: Registry["Family"] = Registry("model.family")
 
 
-def shift_right(targets_BT, segment_ids_BT=None):
+def _tokens_or_default(tokens):
+    """`tokens` (a config.TokenConfig), or the datasets' convention for callers that pass none.
+    Imported here: the config imports this module to check the family."""
+    if tokens is not None:
+        return tokens
+    from transformer_jax.config import DATASET_TOKENS
+
+    return DATASET_TOKENS
+
+
+def shift_right(targets_BT, segment_ids_BT=None, tokens=None):
     """Teacher forcing: the decoder reads BOS, y_1, ..., y_{T-1} (NTHU slides 55-56).
 
-    With packed documents each document starts again from BOS.
+    `tokens` (config.TokenConfig, default the datasets' convention) names BOS and PAD; it must
+    have a BOS. With packed documents each document starts again from BOS.
     """
-    shifted_BT = jnp.pad(targets_BT, ((0, 0), (1, 0)), constant_values=BOS)[:, :-1]
+    tokens = _tokens_or_default(tokens)
+    bos = tokens.bos
+    if bos is None:
+        raise ValueError("shift_right needs a BOS to read first; model.tokens.bos_id=-1 (none)")
+    shifted_BT = jnp.pad(targets_BT, ((0, 0), (1, 0)), constant_values=bos)[:, :-1]
     if segment_ids_BT is not None:
         starts_BT = jnp.pad(segment_ids_BT, ((0, 0), (1, 0)))[:, :-1] != segment_ids_BT
-        shifted_BT = jnp.where(starts_BT & (segment_ids_BT > 0), BOS, shifted_BT)
-    # Keep padding as padding: positions after the sequence ends read 0, not the last token.
-    return jnp.where(targets_BT == 0, jnp.where(shifted_BT == BOS, BOS, 0), shifted_BT)
+        shifted_BT = jnp.where(starts_BT & (segment_ids_BT > 0), bos, shifted_BT)
+    if tokens.pad is None:  # nothing is padding
+        return shifted_BT
+    # Keep padding as padding: positions after the sequence ends read PAD, not the last token.
+    pad_BT = jnp.where(shifted_BT == bos, bos, tokens.pad)
+    return jnp.where(targets_BT == tokens.pad, pad_BT, shifted_BT)
+
+
+def _all_but_last(x_BT):
+    return None if x_BT is None else x_BT[:, :-1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,18 +76,45 @@ class Family:
     def accuracy_name(self) -> str:
         return "accuracy" if self.classifier else "token_accuracy"
 
-    def inputs(self, batch) -> tuple[tuple, dict]:
-        """The positional and keyword arguments of the module's __call__ for a batch."""
+    def inputs(self, batch, tokens=None) -> tuple[tuple, dict]:
+        """The positional and keyword arguments of the module's __call__ for a batch.
+
+        `tokens`: the model's config.TokenConfig (default the datasets' convention). Without a
+        BOS a decoder-only model reads y_1, ..., y_{T-1} and predicts y_2, ..., y_T (`targets`),
+        as it decodes: from the prompt's first token, nothing before it.
+        """
         if self.classifier:
             return (batch["inputs"],), {}
+        tokens = _tokens_or_default(tokens)
         segments_BT = batch.get("targets_segment_ids")
-        decoder_inputs_BT = shift_right(batch["targets"], segments_BT)
+        positions_BT = batch.get("targets_positions")
+        if tokens.bos is None:  # decoder-only (an encoder-decoder needs a BOS: check)
+            decoder_inputs_BT = batch["targets"][:, :-1]
+            segments_BT, positions_BT = _all_but_last(segments_BT), _all_but_last(positions_BT)
+        else:
+            decoder_inputs_BT = shift_right(batch["targets"], segments_BT, tokens)
         if self.decodes == "source":
             return (batch["inputs"], decoder_inputs_BT), {}
-        return (decoder_inputs_BT,), {
-            "segment_ids_BT": segments_BT,
-            "positions_BT": batch.get("targets_positions"),
-        }
+        return (decoder_inputs_BT,), {"segment_ids_BT": segments_BT, "positions_BT": positions_BT}
+
+    def targets(self, batch, tokens=None):
+        """What the logits of `inputs` predict, (B, T') int, and their loss weights (B, T')
+        float32: the tokens that are not PAD (all of them without a PAD id), of real examples
+        (`example_weights`), and where the batch has "targets_weights", of those. Without a
+        BOS, T' = T - 1: a sequence's first token (a packed document's too) is read, never
+        predicted."""
+        tokens = _tokens_or_default(tokens)
+        targets_BT = batch["targets"]
+        weights_BT = tokens.valid(targets_BT).astype(jnp.float32)
+        weights_BT = weights_BT * batch["example_weights"][:, None]
+        if "targets_weights" in batch:  # a prompt's answer only (data.layout="prompt")
+            weights_BT = weights_BT * batch["targets_weights"]
+        if tokens.bos is None:
+            targets_BT, weights_BT = targets_BT[:, 1:], weights_BT[:, 1:]
+            segments_BT = batch.get("targets_segment_ids")
+            if segments_BT is not None:  # a document's first token follows another document
+                weights_BT = weights_BT * (segments_BT[:, 1:] == segments_BT[:, :-1])
+        return targets_BT, weights_BT
 
     def example_batch(self, config) -> dict[str, jnp.ndarray]:
         """One example of zeros in the shapes `inputs` reads, for `config`: enough to build the
@@ -103,6 +150,11 @@ def _check_encoder_decoder(config) -> None:
             "model.family='encoder_decoder' needs num_encoder_layers >= 1 and "
             f"num_decoder_layers >= 1, got {config.num_encoder_layers} and "
             f"{config.num_decoder_layers}"
+        )
+    if config.tokens.bos is None:
+        raise ValueError(
+            "model.family='encoder_decoder' starts its decoder from BOS, and "
+            "model.tokens.bos_id=-1 (none); valid: the tokenizer's BOS id"
         )
 
 

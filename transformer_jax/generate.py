@@ -16,6 +16,7 @@ from absl import app, flags, logging
 from transformer_jax import decoding
 from transformer_jax.analysis import tokens
 from transformer_jax.commands import one_line_errors, parse_flags
+from transformer_jax.families import family_of
 from transformer_jax.train.restore import load_run
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory written by transformer_jax.main.")
@@ -54,8 +55,12 @@ def main(argv):
         run.model, run.variables, inputs, config, rng=jax.random.PRNGKey(_SEED.value)
     )
     output = [int(t) for t in generated[0]]
-    if 0 in output:  # Drop the padding after EOS.
-        output = output[: output.index(0)]
+    # Drop what fills the row after the first EOS generated (a decoder-only row holds the
+    # prompt first).
+    eos = run.model_config.tokens.eos
+    start = len(ids) if family_of(run.model_config).decodes == "prompt" else 0
+    if eos in output[start:]:
+        output = output[: output.index(eos, start) + 1]
     print(f"input:  {tokenizer.decode(ids)}  {ids}")
     print(f"output: {tokenizer.decode(output)}  {output}")
 

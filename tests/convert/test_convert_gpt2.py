@@ -28,6 +28,7 @@ def converted(tmp_path_factory):
         n_head=4,
         bos_token_id=1,
         eos_token_id=2,
+        pad_token_id=0,  # the measurements' PAD (parity.py), masked by the model
     )
     hf_model = transformers.GPT2LMHeadModel(config)
     noised(hf_model, torch)
@@ -61,3 +62,24 @@ def test_a_wrong_gpt2_mapping_fails_every_comparison(converted):
     assert not got["greedy_equal"]
     assert got["padded"] > 1e-2
     assert round_trip_differences(hf_dir, gpt2.to_tensors(wrong, run.model_config)) != []
+
+
+def test_converted_gpt2_takes_its_token_ids_from_config_json(converted):
+    _, _, _, run, back = converted
+    tokens = run.model_config.tokens
+    assert (tokens.pad_id, tokens.bos_id, tokens.eos_id) == (0, 1, 2)
+    exported = huggingface.read_config(back)
+    assert [exported[f"{name}_token_id"] for name in ("pad", "bos", "eos")] == [0, 1, 2]
+
+
+def test_gpt2_token_ids_default_to_endoftext_with_no_pad():
+    fields = huggingface.token_fields({}, bos=50256, eos=50256)
+    assert fields == {"tokens.pad_id": -1, "tokens.bos_id": 50256, "tokens.eos_id": 50256}
+    cfg = gpt2.model_config({"vocab_size": 50257, "n_positions": 8, "n_embd": 8, "n_head": 2})
+    assert (cfg.tokens.pad, cfg.tokens.bos, cfg.tokens.eos) == (None, 50256, 50256)
+    # A PAD that is also EOS (as fine-tunes set it) would hide the real EOS: none.
+    padded = {"pad_token_id": 50256, "bos_token_id": 50256, "eos_token_id": 50256}
+    assert huggingface.token_fields(padded, bos=None, eos=None)["tokens.pad_id"] == -1
+    assert huggingface.token_config(cfg, padded)["pad_token_id"] == 50256
+    with pytest.raises(huggingface.Unsupported, match="eos_token_id=.* names several ids"):
+        huggingface.token_fields({"eos_token_id": [2, 3]}, bos=1, eos=2)

@@ -13,7 +13,7 @@ tokens.
 
 What the decoder reads, for encoder-decoder runs: the target shifted right behind BOS (teacher
 forcing, exactly as in training) when --target is given; otherwise the model's own greedy
-decode. Decoder-only runs read BOS then --input.
+decode. Decoder-only runs read BOS (where the model has one) then --input.
 """
 
 import dataclasses
@@ -28,8 +28,7 @@ from transformer_jax.analysis import tokens
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_text_input_flags
 from transformer_jax.commands import one_line_errors, parse_flags
-from transformer_jax.data.info import EOS_ID
-from transformer_jax.families import FAMILIES, family_of, shift_right
+from transformer_jax.families import FAMILIES, family_of
 from transformer_jax.train.restore import load_run
 
 
@@ -98,8 +97,9 @@ def model_batch(run, input_text: str, target_text: str | None) -> tuple[dict, li
         )
     if family.classifier:
         return {"inputs": as_batch(input_ids)}, input_ids
+    eos = [] if run.model_config.tokens.eos is None else [run.model_config.tokens.eos]
     if family.decodes == "prompt":
-        return {"targets": as_batch(input_ids + [EOS_ID])}, input_ids
+        return {"targets": as_batch(input_ids + eos)}, input_ids
     if target_text is not None:
         target_ids = tokens.encode(tokenizer, target_text, "target")
     else:
@@ -109,16 +109,17 @@ def model_batch(run, input_text: str, target_text: str | None) -> tuple[dict, li
             f"--target has {len(target_ids)} tokens; with EOS this model reads at most "
             f"{max_len - 1}"
         )
-    batch = {"inputs": as_batch(input_ids), "targets": as_batch(target_ids + [EOS_ID])}
+    batch = {"inputs": as_batch(input_ids), "targets": as_batch(target_ids + eos)}
     return batch, input_ids
 
 
 def greedy_target(run, input_ids: list[int]) -> list[int]:
     """The model's greedy output for `input_ids` (through `transformer_jax.decoding`), no EOS."""
     tokens_N = np.asarray(decoding.generate(run.model, run.variables, as_batch(input_ids)))[0]
-    output = [t for t in tokens_N.tolist() if t]
-    if EOS_ID in output:
-        return output[: output.index(EOS_ID)]
+    ids = run.model_config.tokens
+    output = [t for t in tokens_N.tolist() if t != ids.pad]
+    if ids.eos in output:
+        return output[: output.index(ids.eos)]
     # No EOS before the length limit: the decoder read BOS and all but the last token.
     return output[: run.model_config.positional.max_len - 1]
 
@@ -128,14 +129,14 @@ def attention_maps(run, input_text: str, target_text: str | None = None) -> list
     batch, input_ids = model_batch(run, input_text, target_text)
     family = family_of(run.model_config)
     tokenizer = run.tokenizer
-    args, kwargs = family.inputs(batch)
+    args, kwargs = family.inputs(batch, run.model_config.tokens)
     sown = collect_attention(run.model, run.variables, args, kwargs)
     source_labels = tokens.labels(tokenizer, input_ids)
     if family.classifier and run.model_config.pooling == "cls":
         source_labels = ["<cls>"] + source_labels
     decoder_labels = []
     if "targets" in batch:
-        decoder_labels = tokens.labels(tokenizer, np.asarray(shift_right(batch["targets"]))[0])
+        decoder_labels = tokens.labels(tokenizer, np.asarray(args[-1])[0])  # what it reads
     maps = []
     for name, weights in sown.items():
         reads_source = name.startswith("encoder")

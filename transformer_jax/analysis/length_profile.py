@@ -113,6 +113,7 @@ def profile_length(run, length: int, num_examples: int, seed: int) -> LengthProf
             f"this model reads at most model.positional.max_len={max_len}"
         )
     family = family_of(run.model_config)
+    tokens = run.model_config.tokens
     source_T = aligned_source(data_cfg.name, length)
     correct, valid, hits, ponder = [], [], [], {}
     apply = jax.jit(
@@ -122,15 +123,16 @@ def profile_length(run, length: int, num_examples: int, seed: int) -> LengthProf
     )
     for start in range(0, num_examples, _CHUNK):
         rows = [
-            seq2seq_row(x, y, input_len, target_len) for x, y in examples[start : start + _CHUNK]
+            seq2seq_row(x, y, input_len, target_len, tokens.eos)
+            for x, y in examples[start : start + _CHUNK]
         ]
         batch = stack(rows, _CHUNK)
-        args, kwargs = family.inputs(batch)
+        args, kwargs = family.inputs(batch, tokens)
         logits_BTV, state = apply(run.variables, args, kwargs)
         n = len(rows)
         targets_BT = batch["targets"][:n]
         correct.append(np.asarray(logits_BTV).argmax(-1)[:n] == targets_BT)
-        valid.append(targets_BT != 0)
+        valid.append(np.asarray(tokens.valid(targets_BT)))
         if source_T is not None:
             weights = sown_attention(state["intermediates"])
             hits.append(_cross_attention_hits(weights, source_T)[:n])

@@ -21,7 +21,7 @@ from transformer_jax.analysis.attention_maps import model_batch
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_text_input_flags
 from transformer_jax.commands import one_line_errors, parse_flags
-from transformer_jax.families import family_of, shift_right
+from transformer_jax.families import family_of
 from transformer_jax.train.restore import load_run
 
 
@@ -64,7 +64,7 @@ def ponder_maps(run, input_text: str, target_text: str | None = None) -> list[Po
         )
     batch, input_ids = model_batch(run, input_text, target_text)
     family = family_of(cfg)
-    args, kwargs = family.inputs(batch)
+    args, kwargs = family.inputs(batch, cfg.tokens)
     found = collect_ponder(run.model, run.variables, args, kwargs)
     source_labels = tokens.labels(run.tokenizer, input_ids)
     if family.classifier and cfg.pooling == "cls":
@@ -74,7 +74,7 @@ def ponder_maps(run, input_text: str, target_text: str | None = None) -> list[Po
         steps_BT, remainders_BT = found[name]
         labels = source_labels
         if name == "decoder":
-            labels = tokens.labels(run.tokenizer, np.asarray(shift_right(batch["targets"]))[0])
+            labels = tokens.labels(run.tokenizer, np.asarray(args[-1])[0])  # the decoder's
         maps.append(PonderMap(name, steps_BT[0], remainders_BT[0], labels))
     return maps
 

@@ -2,9 +2,10 @@
 
 from collections.abc import Sequence
 
-from transformer_jax.data.info import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from transformer_jax.data.info import Tokenizer
 
-SPECIAL_LABELS = {PAD_ID: "<pad>", BOS_ID: "<bos>", EOS_ID: "<eos>"}
+# The names of a tokenizer's special ids, those it has (`pad_id`, `bos_id`, `eos_id`).
+SPECIAL_NAMES = {"pad_id": "<pad>", "bos_id": "<bos>", "eos_id": "<eos>"}
 
 
 def encode(tokenizer: Tokenizer, text: str, field: str) -> list[int]:
@@ -48,10 +49,15 @@ def encode(tokenizer: Tokenizer, text: str, field: str) -> list[int]:
 
 
 def labels(tokenizer: Tokenizer, ids: Sequence[int]) -> list[str]:
-    """One printable label per id: the special names, else the decoded piece (or #id if empty)."""
+    """One printable label per id: the names of the tokenizer's special ids, else the decoded
+    piece (or #id if empty)."""
+    special = {}
+    for field, name in SPECIAL_NAMES.items():  # an id that is both BOS and EOS is "<bos>"
+        special.setdefault(getattr(tokenizer, field, None), name)
+    special.pop(None, None)
     out = []
     for i in ids:
         i = int(i)
-        label = SPECIAL_LABELS.get(i) or tokenizer.decode([i]).strip()
+        label = special.get(i) or tokenizer.decode([i]).strip()
         out.append(label or f"#{i}")
     return out

@@ -8,6 +8,7 @@ runs, and no module reads a default from anywhere else.
 """
 
 from transformer_jax.config.model import (
+    DATASET_TOKENS,
     EmbeddingConfig,
     ModelConfig,
     TokenConfig,
@@ -21,6 +22,7 @@ from transformer_jax.layers.norms import NormConfig
 from transformer_jax.layers.positional import PositionalConfig
 
 __all__ = [
+    "DATASET_TOKENS",
     "AttentionConfig",
     "EmbeddingConfig",
     "FeedForwardConfig",

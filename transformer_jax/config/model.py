@@ -107,6 +107,10 @@ class TokenConfig:
         return ids == ids if self.pad is None else ids != self.pad
 
 
+# The datasets' convention (PAD 0, BOS 1, EOS 2): the default of callers that pass no model's.
+DATASET_TOKENS = TokenConfig()
+
+
 @dataclasses.dataclass(frozen=True)
 class UniversalConfig:
     """Universal Transformer (Dehghani et al. 2019): every stack is ONE block applied

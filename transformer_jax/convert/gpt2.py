@@ -19,6 +19,8 @@ from transformer_jax.convert.huggingface import (
     layer_norm,
     layer_norm_tensors,
     take,
+    token_config,
+    token_fields,
 )
 
 ARCHITECTURES = ("GPT2LMHeadModel",)
@@ -77,6 +79,8 @@ def model_config(hf: dict, architecture: str = ARCHITECTURES[0]) -> ModelConfig:
             "ffn.d_ff": hf.get("n_inner") or 4 * d_model,
             "embeddings.scale": False,
             "embeddings.tie_output": hf.get("tie_word_embeddings", True),
+            # GPT-2's one special token, <|endoftext|>, is both BOS and EOS; it has no PAD.
+            **token_fields(hf, bos=50256, eos=50256),
         }
     )
 
@@ -104,6 +108,7 @@ def hf_config(cfg: ModelConfig, original: dict, architecture: str = ARCHITECTURE
         "attn_pdrop": cfg.attention.dropout_rate,
         "layer_norm_epsilon": cfg.norm.epsilon,
         "tie_word_embeddings": cfg.embeddings.tie_output,
+        **token_config(cfg, original),
     }
 
 

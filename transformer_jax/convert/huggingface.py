@@ -44,6 +44,35 @@ def check(field: str, value, valid) -> None:
         )
 
 
+def token_fields(hf: dict, *, bos: int | None, eos: int | None) -> dict:
+    """The model.tokens fields of a config.json: its pad/bos/eos_token_id (`bos`, `eos`: the
+    architecture's defaults where it has none), -1 for none. A PAD that is also BOS or EOS (GPT-2
+    fine-tunes often pad with <|endoftext|>) becomes -1: masking it would hide the real ones."""
+    ids = {"pad": hf.get("pad_token_id"), "bos": hf.get("bos_token_id", bos)}
+    ids["eos"] = hf.get("eos_token_id", eos)
+    for name, value in ids.items():
+        if isinstance(value, list):
+            if len(value) != 1:
+                raise Unsupported(
+                    f"{name}_token_id={value!r} names several ids; not supported "
+                    f"(model.tokens.{name}_id is one id)"
+                )
+            ids[name] = value[0]
+    if ids["pad"] is not None and ids["pad"] in (ids["bos"], ids["eos"]):
+        ids["pad"] = None
+    return {f"tokens.{name}_id": -1 if value is None else value for name, value in ids.items()}
+
+
+def token_config(cfg, original: dict) -> dict:
+    """The pad/bos/eos_token_id of config.json for a ModelConfig `cfg`: its model.tokens (a PAD
+    that `token_fields` dropped, one that is also BOS or EOS, kept from `original`)."""
+    tokens = cfg.tokens
+    pad = tokens.pad
+    if pad is None and original.get("pad_token_id") in (tokens.bos, tokens.eos):
+        pad = original.get("pad_token_id")
+    return {"pad_token_id": pad, "bos_token_id": tokens.bos, "eos_token_id": tokens.eos}
+
+
 def read_config(directory: str) -> dict:
     path = os.path.join(directory, CONFIG)
     if not os.path.exists(path):

@@ -26,6 +26,8 @@ from transformer_jax.convert.huggingface import (
     linear,
     linear_tensors,
     take,
+    token_config,
+    token_fields,
 )
 
 ARCHITECTURES = ("LlamaForCausalLM",)
@@ -83,6 +85,7 @@ def model_config(hf: dict, architecture: str = ARCHITECTURES[0]) -> ModelConfig:
             "embeddings.scale": False,
             "embeddings.tie_output": hf.get("tie_word_embeddings", False),
             "embeddings.output_bias": "never",
+            **token_fields(hf, bos=1, eos=2),  # LlamaConfig's defaults
         }
     )
 
@@ -109,6 +112,7 @@ def hf_config(cfg: ModelConfig, original: dict, architecture: str = ARCHITECTURE
         "mlp_bias": cfg.ffn.use_bias,
         "tie_word_embeddings": cfg.embeddings.tie_output,
         "rope_parameters": {"rope_type": "default", "rope_theta": cfg.positional.base},
+        **token_config(cfg, original),
     }
     hf.pop("rope_theta", None)
     hf.pop("rope_scaling", None)

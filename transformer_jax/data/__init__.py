@@ -6,7 +6,8 @@ a `Dataset` (`.info`, `.train_iterator(seed=, batch_size=)`, `.eval_batches(spli
 for translation `.text_pairs(split)`), built once per run; `describe_dataset(config.data)`, its
 DatasetInfo without reading the data; DatasetInfo; default_data_config.
 A dataset is a `DataSource` (api.py) registered in `DATASETS` (registry.py).
-Token ids: PAD 0, BOS 1, EOS 2, real tokens from 3.
+Token ids: each dataset's tokenizer declares its special ones (DatasetInfo.pad_id, bos_id,
+eos_id); the project's own tokenizers have PAD 0, BOS 1, EOS 2, real tokens from 3.
 """
 
 from transformer_jax.data.api import Dataset, DataSource

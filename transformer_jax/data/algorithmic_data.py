@@ -20,7 +20,7 @@ import numpy as np
 from transformer_jax.data import algorithmic, builders, pipeline
 from transformer_jax.data.batching import Batch, prompt_row, rows_to_batches, seq2seq_row, stack
 from transformer_jax.data.checks import require, require_at_least, resolve_max_len
-from transformer_jax.data.info import DatasetInfo
+from transformer_jax.data.info import DatasetInfo, special_ids
 from transformer_jax.data.sources import open_split
 from transformer_jax.data.tokenizers import MAX_NUM_SYMBOLS, CharTokenizer, symbol_alphabet
 
@@ -217,6 +217,7 @@ class AlgorithmicData:
             eval_splits=eval_splits,
             tokenizer=tokenizer,
             split_lengths=split_lengths,
+            **special_ids(tokenizer),
             train_lengths_vary=self._bucketed,
         )
 
@@ -225,9 +226,13 @@ class AlgorithmicData:
         if self._prompt:
             separator = self.info.vocab_size - 1  # the alphabet's last symbol
             return [
-                prompt_row(ex["inputs"], ex["targets"], separator, target_len) for ex in examples
+                prompt_row(ex["inputs"], ex["targets"], separator, target_len, self.info.eos_id)
+                for ex in examples
             ]
-        return [seq2seq_row(ex["inputs"], ex["targets"], input_len, target_len) for ex in examples]
+        return [
+            seq2seq_row(ex["inputs"], ex["targets"], input_len, target_len, self.info.eos_id)
+            for ex in examples
+        ]
 
     def _example_length(self, example: dict[str, Any]) -> int:
         """What a length bucket counts: a prompt row's tokens, or as tensor2tensor counts a
@@ -244,12 +249,18 @@ class AlgorithmicData:
         if self._prompt:
             separator = self.info.vocab_size - 1
             length = pipeline.padded_size(max(map(self._example_length, examples)), target_cap)
-            return [prompt_row(ex["inputs"], ex["targets"], separator, length) for ex in examples]
+            return [
+                prompt_row(ex["inputs"], ex["targets"], separator, length, self.info.eos_id)
+                for ex in examples
+            ]
         input_len = pipeline.padded_size(max(len(ex["inputs"]) for ex in examples), input_cap)
         target_len = pipeline.padded_size(
             max(len(ex["targets"]) for ex in examples) + 1, target_cap
         )
-        return [seq2seq_row(ex["inputs"], ex["targets"], input_len, target_len) for ex in examples]
+        return [
+            seq2seq_row(ex["inputs"], ex["targets"], input_len, target_len, self.info.eos_id)
+            for ex in examples
+        ]
 
     def _read_batch(self, source, indices: np.ndarray) -> Batch:
         examples = source.__getitems__([int(i) for i in indices])

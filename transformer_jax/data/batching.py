@@ -1,5 +1,6 @@
 """Fixed-shape rows and batches (contract): 0-padding, EOS after targets, example_weights, and
-optionally "targets_weights" (per-token loss weights, e.g. only a prompt's answer).
+optionally "targets_weights" (per-token loss weights, e.g. only a prompt's answer). The EOS is
+the dataset's tokenizer's (`eos_id`; the default is the project's tokenizers' own).
 
 A ragged last eval batch is completed with all-zero rows of weight 0, so every batch has the
 same shapes and a jitted eval step compiles once.
@@ -22,26 +23,28 @@ def pad(ids: Sequence[int] | np.ndarray, length: int) -> np.ndarray:
     return out
 
 
-def with_eos(ids: Sequence[int] | np.ndarray) -> np.ndarray:
-    return np.append(np.asarray(ids, dtype=np.int32), np.int32(EOS_ID))
+def with_eos(ids: Sequence[int] | np.ndarray, eos_id: int = EOS_ID) -> np.ndarray:
+    return np.append(np.asarray(ids, dtype=np.int32), np.int32(eos_id))
 
 
-def seq2seq_row(inputs, targets, max_input_len: int, max_target_len: int) -> Row:
+def seq2seq_row(
+    inputs, targets, max_input_len: int, max_target_len: int, eos_id: int = EOS_ID
+) -> Row:
     """{"inputs": [max_input_len], "targets": [max_target_len]}; targets get EOS appended."""
     return {
         "inputs": pad(inputs, max_input_len),
-        "targets": pad(with_eos(targets), max_target_len),
+        "targets": pad(with_eos(targets, eos_id), max_target_len),
     }
 
 
-def prompt_row(inputs, targets, separator: int, length: int) -> Row:
+def prompt_row(inputs, targets, separator: int, length: int, eos_id: int = EOS_ID) -> Row:
     """A seq2seq example as one decoder-only row: "targets" [length] = inputs, separator,
     targets, EOS; "targets_weights" float32 [length] = 1 on the answer and its EOS only, so the
     loss and the accuracies score the answer given the prompt, as an encoder-decoder's do."""
     prompt = len(inputs) + 1
     weights = np.zeros(length, dtype=np.float32)
     weights[prompt : prompt + len(targets) + 1] = 1.0
-    ids = np.concatenate([np.asarray(inputs, np.int32), [separator], with_eos(targets)])
+    ids = np.concatenate([np.asarray(inputs, np.int32), [separator], with_eos(targets, eos_id)])
     return {"targets": pad(ids, length), "targets_weights": weights}
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from transformer_jax.data import builders, pipeline
 from transformer_jax.data.batching import Batch, add_example_weights, pad, rows_to_batches
 from transformer_jax.data.checks import require, require_at_least, utf8_text
-from transformer_jax.data.info import EOS_ID, NUM_SPECIAL_IDS, DatasetInfo
+from transformer_jax.data.info import NUM_SPECIAL_IDS, DatasetInfo, special_ids
 from transformer_jax.data.sources import concatenated_text, open_split
 from transformer_jax.data.tokenizers import CharTokenizer
 
@@ -33,7 +33,7 @@ def documents(tokenizer: CharTokenizer, text: str, seq_len: int) -> list[np.ndar
     for paragraph in _PARAGRAPH_BREAK.split(text):
         if not paragraph.strip():
             continue
-        ids = np.append(tokenizer.encode_array(paragraph), np.int32(EOS_ID))
+        ids = np.append(tokenizer.encode_array(paragraph), np.int32(tokenizer.eos_id))
         pieces += [ids[i : i + seq_len] for i in range(0, len(ids), seq_len)]
     return pieces
 
@@ -69,6 +69,7 @@ class CharStreamData:
             max_target_len=seq_len,
             eval_splits=eval_splits,
             tokenizer=tokenizer,
+            **special_ids(tokenizer),
         )
 
     def _text(self, split: str) -> str:

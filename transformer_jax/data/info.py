@@ -1,25 +1,34 @@
 """Dataset description shared by every dataset: what the trainer needs to build a model.
 
-Token conventions (contract): PAD = 0, BOS = 1, EOS = 2; real tokens start at 3.
+Special token ids belong to a tokenizer: each declares its `pad_id`, `bos_id` and `eos_id`
+(None: it has none), and a DatasetInfo declares its dataset's. The project's own tokenizers
+(tokenizers.py: characters, symbols, SentencePiece) share one convention, declared here once:
+PAD = 0, BOS = 1, EOS = 2, real tokens from 3. Code that reads or writes ids takes them from a
+tokenizer, a DatasetInfo or `model.tokens`, never from these names.
 """
 
 import dataclasses
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
+# The convention of the project's own tokenizers (and the DatasetInfo default).
 PAD_ID = 0
 BOS_ID = 1
 EOS_ID = 2
-NUM_SPECIAL_IDS = 3
+NUM_SPECIAL_IDS = 3  # their first real token
 
 Kind = Literal["seq2seq", "lm", "classification"]
 
 
 class Tokenizer(Protocol):
-    """Maps text to token ids and back; ids follow the PAD/BOS/EOS convention above. `source`
-    names what it was built from (a corpus file, a model file), for error messages."""
+    """Maps text to token ids and back. `source` names what it was built from (a corpus file, a
+    model file), for error messages; `pad_id`, `bos_id`, `eos_id` are its special ids, None
+    where it has none (a GPT-2 tokenizer has no PAD)."""
 
     source: str
+    pad_id: int | None
+    bos_id: int | None
+    eos_id: int | None
 
     @property
     def vocab_size(self) -> int: ...
@@ -52,6 +61,8 @@ class DatasetInfo:
       train_lengths_vary: whether training batches are padded to their own lengths (length
         buckets), so that two seeds' batches of one step may differ in shape: a seed or run
         group, which stacks them, cannot train it.
+      pad_id, bos_id, eos_id: the special ids of the dataset's tokens (None: it has none); its
+        tokenizer's where it has one (`special_ids(tokenizer)`), checked against them.
     """
 
     name: str
@@ -65,7 +76,26 @@ class DatasetInfo:
     image_shape: tuple[int, int, int] | None = None
     split_lengths: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
     train_lengths_vary: bool = False
+    pad_id: int | None = PAD_ID
+    bos_id: int | None = BOS_ID
+    eos_id: int | None = EOS_ID
+
+    def __post_init__(self):
+        if self.tokenizer is None:
+            return
+        for name, value in special_ids(self.tokenizer).items():
+            if getattr(self, name) != value:
+                raise ValueError(
+                    f"DatasetInfo {self.name!r} has {name}={getattr(self, name)}, but its "
+                    f"tokenizer ({self.tokenizer.source}) declares {name}={value}; valid: "
+                    "the tokenizer's ids (`special_ids(tokenizer)`)"
+                )
 
     def padded_lengths(self, split: str) -> tuple[int, int]:
         """(inputs, targets) padded lengths of the batches of `split`."""
         return self.split_lengths.get(split, (self.max_input_len, self.max_target_len))
+
+
+def special_ids(tokenizer: Tokenizer) -> dict[str, int | None]:
+    """{"pad_id", "bos_id", "eos_id"} of `tokenizer`, as DatasetInfo takes them."""
+    return {name: getattr(tokenizer, name) for name in ("pad_id", "bos_id", "eos_id")}

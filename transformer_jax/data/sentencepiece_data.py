@@ -21,7 +21,7 @@ import tensorflow_datasets as tfds
 from transformer_jax.data import builders, multi30k, pipeline
 from transformer_jax.data.batching import Batch, pad, rows_to_batches, seq2seq_row, stack, with_eos
 from transformer_jax.data.checks import require, require_at_least
-from transformer_jax.data.info import DatasetInfo
+from transformer_jax.data.info import DatasetInfo, special_ids
 from transformer_jax.data.sources import as_text, open_split
 from transformer_jax.data.tokenizers import SentencePieceTokenizer, load_or_train_sentencepiece
 
@@ -76,10 +76,13 @@ class Lm1bData:
             max_target_len=cfg.seq_len,
             eval_splits=("test",),
             tokenizer=self._tokenizer,
+            **special_ids(self._tokenizer),
         )
 
     def _document(self, example: dict[str, Any]) -> dict[str, np.ndarray]:
-        ids = with_eos(self._tokenizer.encode(as_text(example["text"])))[: self._seq_len]
+        ids = with_eos(self._tokenizer.encode(as_text(example["text"])), self.info.eos_id)[
+            : self._seq_len
+        ]
         return {"targets": ids if self._packing else pad(ids, self._seq_len)}
 
     def _rows(self, documents: grain.IterDataset, *, seed: int, num_bins: int, shuffle: bool):
@@ -153,6 +156,7 @@ class TranslationData:
             max_target_len=eval_max_len or cfg.max_target_len,
             eval_splits=("validation", "test"),
             tokenizer=self._tokenizer,
+            **special_ids(self._tokenizer),
             split_lengths={"train": (cfg.max_input_len, cfg.max_target_len)},
         )
 
@@ -168,13 +172,15 @@ class TranslationData:
         input_len, target_len = self.info.padded_lengths("train")
         if len(inputs) > input_len or len(targets) + 1 > target_len:
             return None
-        return seq2seq_row(inputs, targets, input_len, target_len)
+        return seq2seq_row(inputs, targets, input_len, target_len, self.info.eos_id)
 
     def _eval_row(self, example: dict[str, Any], split: str):
         """The padded pair, truncated so every eval example is scored (EOS kept last)."""
         inputs, targets = self._pair(example)
         input_len, target_len = self.info.padded_lengths(split)
-        return seq2seq_row(inputs[:input_len], targets[: target_len - 1], input_len, target_len)
+        return seq2seq_row(
+            inputs[:input_len], targets[: target_len - 1], input_len, target_len, self.info.eos_id
+        )
 
     def train_dataset(self, *, seed: int, batch_size: int) -> grain.IterDataset:
         source = open_split(self.tfds_name, "train", self._data_dir)
@@ -272,7 +278,9 @@ class Multi30kData(TranslationData):
 
         def make_batch(indices: np.ndarray, bucket: int) -> Batch:
             lengths = self._bucket_lengths[bucket]
-            return stack([seq2seq_row(*pairs[kept[i]], *lengths) for i in indices])
+            return stack(
+                [seq2seq_row(*pairs[kept[i]], *lengths, self.info.eos_id) for i in indices]
+            )
 
         return pipeline.bucketed_index_batches(
             bucket_of, seed=seed, batch_size=batch_size, make_batch=make_batch

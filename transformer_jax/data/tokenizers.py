@@ -1,7 +1,10 @@
 """Tokenizers: a character vocabulary and a SentencePiece word-piece vocabulary.
 
-Both follow the contract ids: PAD = 0, BOS = 1, EOS = 2, real tokens from 3. `decode` stops
-at the first EOS and drops PAD/BOS, so it can print a generated or padded row directly.
+Each declares its special ids (`pad_id`, `bos_id`, `eos_id`; None where it has none). The
+character vocabulary and the SentencePiece models take the project's convention
+(transformer_jax.data.info: PAD = 0, BOS = 1, EOS = 2, real tokens from 3); a converted Hugging
+Face tokenizer declares none (its model's are `model.tokens`). `decode` stops at the first EOS
+and drops PAD/BOS, so it can print a generated or padded row directly.
 
 A training run stores its tokenizer in its directory (`write_tokenizer`): readers decode with
 the stored one (`read_tokenizer`) and a resume refuses data whose tokenizer differs from it
@@ -39,20 +42,23 @@ def symbol_alphabet(num_symbols: int) -> str:
     return (_ASCII_SYMBOLS + cjk)[:num_symbols]
 
 
-def _strip_special(ids: Sequence[int]) -> list[int]:
-    """Cuts at the first EOS and drops PAD/BOS."""
+def _strip_special(ids: Sequence[int], tokenizer: Tokenizer) -> list[int]:
+    """Cuts at the first EOS and drops PAD/BOS, those of them `tokenizer` has."""
+    dropped = {tokenizer.pad_id, tokenizer.bos_id} - {None}
     out = []
     for i in np.asarray(ids, dtype=np.int64).reshape(-1).tolist():
-        if i == EOS_ID:
+        if i == tokenizer.eos_id:
             break
-        if i not in (PAD_ID, BOS_ID):
+        if i not in dropped:
             out.append(i)
     return out
 
 
 class CharTokenizer:
-    """One id per character: alphabet[k] <-> id 3 + k. `source` says where the alphabet came
-    from (e.g. the corpus file), for error messages."""
+    """One id per character: alphabet[k] <-> id 3 + k, after the project's PAD, BOS and EOS.
+    `source` says where the alphabet came from (e.g. the corpus file), for error messages."""
+
+    pad_id, bos_id, eos_id = PAD_ID, BOS_ID, EOS_ID
 
     def __init__(self, alphabet: str, source: str = "the alphabet"):
         if not alphabet:
@@ -89,7 +95,7 @@ class CharTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         chars = []
-        for i in _strip_special(ids):
+        for i in _strip_special(ids, self):
             if not NUM_SPECIAL_IDS <= i < self.vocab_size:
                 raise ValueError(
                     f"token id {i} is out of range; valid ids: 0 .. {self.vocab_size - 1}"
@@ -99,7 +105,10 @@ class CharTokenizer:
 
 
 class SentencePieceTokenizer:
-    """SentencePiece model (Kudo & Richardson, 2018) with pad 0, bos 1, eos 2, unk 3."""
+    """SentencePiece model (Kudo & Richardson, 2018) with the project's pad 0, bos 1, eos 2 and
+    unk 3 (as `train_sentencepiece` trains it; a model with other ids is refused)."""
+
+    pad_id, bos_id, eos_id = PAD_ID, BOS_ID, EOS_ID
 
     def __init__(self, model_path: str | os.PathLike):
         self.model_path = str(model_path)
@@ -112,10 +121,11 @@ class SentencePieceTokenizer:
                 "have it trained again, or restore it from a copy"
             ) from None
         got = (self._sp.pad_id(), self._sp.bos_id(), self._sp.eos_id())
-        if got != (PAD_ID, BOS_ID, EOS_ID):
+        if got != (self.pad_id, self.bos_id, self.eos_id):
             raise ValueError(
                 f"SentencePiece model {self.model_path} has (pad, bos, eos) ids {got}; "
-                f"valid: {(PAD_ID, BOS_ID, EOS_ID)}"
+                f"valid: {(self.pad_id, self.bos_id, self.eos_id)}, the ones this project's "
+                "datasets pad and end their rows with"
             )
 
     @property
@@ -131,7 +141,7 @@ class SentencePieceTokenizer:
         return list(self._sp.encode(text))
 
     def decode(self, ids: Sequence[int]) -> str:
-        kept = _strip_special(ids)
+        kept = _strip_special(ids, self)
         bad = [i for i in kept if not 0 <= i < self.vocab_size]
         if bad:
             raise ValueError(
@@ -144,6 +154,8 @@ class HuggingFaceTokenizer:
     """A Hugging Face tokenizer.json (the `tokenizers` package) of a converted model
     (transformer_jax/convert): its own ids, with no PAD/BOS/EOS convention of this project, so
     `decode` keeps every id."""
+
+    pad_id = bos_id = eos_id = None  # the converted model's ids are its model.tokens
 
     def __init__(self, path: str | os.PathLike):
         self.source = str(path)

@@ -14,7 +14,7 @@ def generation_accuracy(variables, batch, *, model) -> dict[str, tuple[jnp.ndarr
     """{"gen_seq_accuracy": (exactly decoded examples, examples)}, float32 sums.
 
     Decodes batch["inputs"] (B, S) greedily for as many tokens as batch["targets"] (B, T) holds
-    (targets, EOS, 0-padding): a row is correct when the output equals its target row at every
+    (targets, EOS, PAD): a row is correct when the output equals its target row at every
     position, which needs the right EOS and nothing after it. Rows weigh batch["example_weights"]
     (0 for the padding examples of a ragged last batch). Jit it once per batch shape.
     """
@@ -29,6 +29,7 @@ def generation_accuracy(variables, batch, *, model) -> dict[str, tuple[jnp.ndarr
         jnp.zeros((batch_size, 0), jnp.int32),
         max_new_tokens=target_len,
         choose=greedy,
+        tokens=model.config.tokens,
     )
     correct_B = jnp.all(outputs_BT == targets_BT, axis=1).astype(jnp.float32)
     weights_B = batch["example_weights"].astype(jnp.float32)

@@ -9,12 +9,10 @@ when every row has finished or after `max_new_tokens`.
 import jax
 import jax.numpy as jnp
 
-from transformer_jax.config import TokenConfig
+from transformer_jax.config import DATASET_TOKENS, TokenConfig
 from transformer_jax.decoding.steps import StepFn
 
 _NEG_INF = float(jnp.finfo(jnp.float32).min)
-# The datasets' convention (PAD 0, BOS 1, EOS 2), the default of callers that pass no model's.
-DATASET_TOKENS = TokenConfig()
 
 
 def never_special(logits_BV, tokens: TokenConfig = DATASET_TOKENS):

@@ -10,12 +10,17 @@ logits dtype. Functions take logits `[..., V]` with targets and weights of shape
 import jax
 import jax.numpy as jnp
 
-PAD_ID = 0
+from transformer_jax.config import DATASET_TOKENS
 
 
-def weights_from_targets(targets: jax.Array) -> jax.Array:
-    """Token weights `[...]`: 1.0 where `targets != PAD_ID` (0), else 0.0, float32."""
-    return (targets != PAD_ID).astype(jnp.float32)
+def weights_from_targets(targets: jax.Array, pad_id: int | None = DATASET_TOKENS.pad) -> jax.Array:
+    """Token weights `[...]`, float32: 1.0 where `targets != pad_id`, else 0.0; all 1.0 with
+    `pad_id=None` (a tokenizer without PAD: no id is padding). The default is the datasets'
+    PAD; the trainer's weights come from the model's `model.tokens` (families.Family.targets).
+    """
+    if pad_id is None:
+        return jnp.ones(jnp.shape(targets), jnp.float32)
+    return (targets != pad_id).astype(jnp.float32)
 
 
 def _check_shapes(logits: jax.Array, targets: jax.Array, weights: jax.Array) -> None:
@@ -93,7 +98,7 @@ def sequence_accuracy(
 
     An example `[L]` counts as correct when the argmax matches the target at every
     position with non-zero token weight (default `weights_from_targets`, i.e. all
-    non-pad positions, EOS included). Only real examples count: both sums are
+    positions that are not the datasets' PAD, EOS included). Only real examples count: both sums are
     weighted by `example_weights` `[B]` (0 for padding examples of a ragged last
     eval batch). Shapes: logits `[B, L, V]`, targets `[B, L]`, weights `[B, L]`.
     """

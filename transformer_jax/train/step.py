@@ -46,15 +46,13 @@ class TrainState:
 def forward(model, variables, batch, *, train: bool, rngs=None, mutable=False):
     """Runs the model on a batch; returns (logits, targets, loss weights, mutated collections)."""
     family = family_of(model.config)
-    args, kwargs = family.inputs(batch)
+    tokens = model.config.tokens  # PAD is masked, BOS read first: the model's own ids
+    args, kwargs = family.inputs(batch, tokens)
     out = model.apply(variables, *args, train=train, rngs=rngs, mutable=mutable, **kwargs)
     logits, collections = out if mutable else (out, {})
     if family.classifier:
         return logits, batch["label"], batch["example_weights"], collections
-    targets_BT = batch["targets"]
-    weights_BT = losses.weights_from_targets(targets_BT) * batch["example_weights"][:, None]
-    if "targets_weights" in batch:  # a prompt's answer only (data.layout="prompt")
-        weights_BT = weights_BT * batch["targets_weights"]
+    targets_BT, weights_BT = family.targets(batch, tokens)
     return logits, targets_BT, weights_BT, collections
 
 
@@ -266,7 +264,7 @@ def make_init(model, optimizer, batch):
     compiling one each; the optimizer state is built inside it rather than op by op. A run
     group whose members differ in optimizer scalars passes `optimizer` as a function of a
     member's scalars (train/seed_group.py) and calls `init(rng, scalars)`: one program still."""
-    args, kwargs = family_of(model.config).inputs(batch)
+    args, kwargs = family_of(model.config).inputs(batch, model.config.tokens)
 
     @jax.jit
     def init(rng, scalars=None):

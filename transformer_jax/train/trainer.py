@@ -77,7 +77,22 @@ def resolve_model_config(config: ml_collections.ConfigDict, info: data.DatasetIn
             f"model.vocab_size={model_config.vocab_size} is smaller than the vocabulary of "
             f"dataset {info.name!r} ({info.vocab_size}); use -1 to take it from the data"
         )
+    if not family.reads_images:
+        check_token_ids(model_config.tokens, info)
     return model_config
+
+
+def check_token_ids(tokens, info: data.DatasetInfo) -> None:
+    """model.tokens must name the dataset's own special ids: the loss masks `pad_id` and the
+    decoder starts from `bos_id`, so another id would mask or read real tokens."""
+    for name in ("pad_id", "bos_id", "eos_id"):
+        ours, theirs = getattr(tokens, name), getattr(info, name)
+        want = -1 if theirs is None else theirs  # model.tokens' "none"
+        if ours != want:
+            raise ValueError(
+                f"model.tokens.{name}={ours} differs from dataset {info.name!r}'s "
+                f"{name}={theirs}; set model.tokens.{name}={want}"
+            )
 
 
 def _fill_image_fields(vit: dict, info: data.DatasetInfo) -> None:
