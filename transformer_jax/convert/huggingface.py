@@ -44,6 +44,41 @@ def check(field: str, value, valid) -> None:
         )
 
 
+# model.tokens fields <- config.json's special token ids.
+_TOKEN_IDS = (("bos_id", "bos_token_id"), ("eos_id", "eos_token_id"), ("pad_id", "pad_token_id"))
+
+
+def token_fields(hf: dict, defaults: dict) -> dict:
+    """model.tokens overrides from config.json's bos/eos/pad_token_id (`defaults`: the
+    architecture's own where config.json has none); -1 where the tokenizer has none (GPT-2 and
+    Llama have no pad id, so id 0 is a real token). A pad id equal to BOS or EOS (a model that
+    pads with EOS) becomes -1: padding is masked by the caller's mask, and that id stays a real
+    token."""
+    ids = {}
+    for field, key in _TOKEN_IDS:
+        value = hf.get(key, defaults.get(key))
+        if isinstance(value, list):  # Llama 3's instruction-tuned models list several EOS ids
+            if len(value) != 1:
+                raise Unsupported(
+                    f"{key}={value!r} lists several ids; not supported: model.tokens.{field} "
+                    "is one id"
+                )
+            value = value[0]
+        ids[field] = -1 if value is None else value
+    if ids["pad_id"] in (ids["bos_id"], ids["eos_id"]):
+        ids["pad_id"] = -1
+    return {f"tokens.{field}": value for field, value in ids.items()}
+
+
+def token_config(tokens, original: dict, defaults: dict) -> dict:
+    """config.json's token ids for a run's model.tokens: none where `original`'s give the same
+    ids (its own spelling is kept), else all three (None where there is none)."""
+    ours = {f"tokens.{field}": getattr(tokens, field) for field, _ in _TOKEN_IDS}
+    if token_fields(original, defaults) == ours:
+        return {}
+    return {key: None if getattr(tokens, f) == -1 else getattr(tokens, f) for f, key in _TOKEN_IDS}
+
+
 def read_config(directory: str) -> dict:
     path = os.path.join(directory, CONFIG)
     if not os.path.exists(path):
