@@ -151,3 +151,15 @@ def override(config, changes: Mapping[str, Any], prefix: str):
             f"valid fields of {prefix}: {sorted(known)}"
         )
     return dataclasses.replace(config, **direct)
+
+
+def flatten(tree: dict, prefix: str = "") -> dict:
+    """{"norm": {"kind": "dyt"}} -> {"norm.kind": "dyt"}; None sub-configs stay one field.
+    Tuples become lists, as config.json stores them, so a stored and a fresh config compare."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
+    return out

@@ -20,8 +20,6 @@ from transformer_jax.train import losses
 from transformer_jax.train import step as steps
 from transformer_jax.train.restore import load_run
 
-BOS, EOS, PAD = 1, 2, 0  # the tiny models' ids: this project's conventions
-
 
 def import_transformers():
     """(torch, transformers), or a skip with the reason (a failure under CI)."""
@@ -64,23 +62,51 @@ def round_trip_differences(hf_dir, exported_tensors) -> list[str]:
     ]
 
 
-def random_ids(vocab_size: int, shape, seed: int = 0) -> np.ndarray:
-    """Token ids in [3, V): no special id of this project's conventions."""
-    return np.random.default_rng(seed).integers(3, vocab_size, size=shape).astype(np.int64)
+def random_ids(tokens, vocab_size: int, shape, seed: int = 0) -> np.ndarray:
+    """Token ids in [3, V): no special id of the model (`tokens`: its model.tokens); ids 0-2
+    are left out too, since the trainer's teacher forcing still reads id 0 as padding and
+    feeds BOS as id 1 (families.py shift_right)."""
+    special = [i for i in (tokens.pad, tokens.bos, tokens.eos) if i is not None]
+    choices = np.setdiff1d(np.arange(3, vocab_size), special)
+    return np.random.default_rng(seed).choice(choices, size=shape).astype(np.int64)
+
+
+def _hf_generate(hf_model, torch, tokens, ids, mask, max_new_tokens: int) -> np.ndarray:
+    """Hugging Face's greedy continuation under this project's decoding rules: PAD and BOS
+    never chosen, a row stops at EOS and is then filled with PAD (EOS where there is none)."""
+    fill = tokens.pad if tokens.pad is not None else tokens.eos
+    with torch.no_grad():
+        out = hf_model.generate(
+            torch.tensor(ids),
+            attention_mask=torch.tensor(mask, dtype=torch.long),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            suppress_tokens=[i for i in (tokens.pad, tokens.bos) if i is not None] or None,
+            eos_token_id=tokens.eos,
+            pad_token_id=fill,
+        )
+    return out.numpy()[:, ids.shape[1] :]
 
 
 def lm_measurements(hf_model, torch, model, variables, vocab_size: int) -> dict:
-    """A causal LM's comparisons: the largest logit difference on a batch, the loss difference,
+    """A causal LM's comparisons: the largest logit difference on a batch (with id 0 among
+    its tokens where the Hugging Face model has no pad id), the loss difference,
     whether greedy continuations are identical, and the largest logit difference over the real
     positions of a right-padded batch."""
-    ids = random_ids(vocab_size, (3, 12))
+    tokens = model.config.tokens
+    ids = random_ids(tokens, vocab_size, (3, 12))
+    # Where the Hugging Face model has no pad id, id 0 is a real token: the unmasked batch
+    # holds some.
+    read = ids.copy()
+    if hf_model.config.pad_token_id is None:
+        read[:, 5] = 0
     with torch.no_grad():
-        hf_logits = hf_model(torch.tensor(ids)).logits.numpy()
-    logits = np.asarray(model.apply(variables, jnp.asarray(ids, jnp.int32)))
+        hf_logits = hf_model(torch.tensor(read)).logits.numpy()
+    logits = np.asarray(model.apply(variables, jnp.asarray(read, jnp.int32)))
 
     # The loss: this project's decoder reads BOS, y_1 .. y_{T-1} (families.py shift_right);
     # Hugging Face's reads the same ids with BOS given explicitly, labels shifted inside.
-    bos_ids = np.concatenate([np.full((3, 1), BOS), ids], axis=1)
+    bos_ids = np.concatenate([np.full((3, 1), tokens.bos), ids], axis=1)
     with torch.no_grad():
         hf_loss = float(hf_model(torch.tensor(bos_ids), labels=torch.tensor(bos_ids)).loss)
     batch = {"targets": jnp.asarray(ids, jnp.int32), "example_weights": jnp.ones(3)}
@@ -88,30 +114,24 @@ def lm_measurements(hf_model, torch, model, variables, vocab_size: int) -> dict:
     loss_sum, weight_sum = losses.cross_entropy(out, targets, weights)
     loss = float(loss_sum / weight_sum)
 
-    # Greedy: this project's decoding reads BOS, the prompt, and never emits PAD or BOS.
+    # Greedy: this project's decoding prepends BOS to the prompt.
     prompt = ids[:, :4]
     ours = decoding.generate(
         model, variables, jnp.asarray(prompt, jnp.int32), decoding.DecodeConfig(max_new_tokens=8)
     )
-    with torch.no_grad():
-        theirs = hf_model.generate(
-            torch.tensor(np.concatenate([np.full((3, 1), BOS), prompt], axis=1)),
-            attention_mask=torch.ones((3, 5), dtype=torch.long),
-            max_new_tokens=8,
-            do_sample=False,
-            suppress_tokens=[PAD, BOS],
-            eos_token_id=EOS,
-            pad_token_id=PAD,
-        ).numpy()[:, 5:]
+    bos_prompt = np.concatenate([np.full((3, 1), tokens.bos), prompt], axis=1)
+    theirs = _hf_generate(hf_model, torch, tokens, bos_prompt, np.ones_like(bos_prompt), 8)
     ours = np.asarray(ours)[:, 4:]
 
-    # Right padding: row 1 keeps 7 real tokens; PAD is id 0 here, masked by the model.
-    padded = ids.copy()
-    padded[1, 7:] = PAD
-    mask = (padded != PAD).astype(np.int64)
+    # Right padding: row 1 keeps 7 real tokens, masked by an explicit mask on both sides.
+    mask = np.ones_like(ids)
+    mask[1, 7:] = 0
+    padded = np.where(mask == 1, ids, 0)
     with torch.no_grad():
         hf_padded = hf_model(torch.tensor(padded), attention_mask=torch.tensor(mask)).logits
-    ours_padded = np.asarray(model.apply(variables, jnp.asarray(padded, jnp.int32)))
+    ours_padded = np.asarray(
+        model.apply(variables, jnp.asarray(padded, jnp.int32), valid_BT=jnp.asarray(mask, bool))
+    )
     real = mask.astype(bool)
     return {
         "logits": float(np.max(np.abs(logits - hf_logits))),
@@ -119,6 +139,64 @@ def lm_measurements(hf_model, torch, model, variables, vocab_size: int) -> dict:
         "greedy_equal": theirs.shape == ours.shape and bool(np.array_equal(theirs, ours)),
         "padded": float(np.max(np.abs(ours_padded[real] - hf_padded.numpy()[real]))),
     }
+
+
+def left_padded_measurements(hf_model, torch, model, variables, vocab_size: int) -> dict:
+    """A left-padded batch of prompts (BOS first after each row's padding; 12, 7 and 4 real
+    tokens, the padding id 0, which is a real token where the model has no PAD): the largest
+    logit difference over the real positions, positions counted from each row's first real
+    token, and whether the greedy continuations are identical."""
+    tokens = model.config.tokens
+    real = np.array([12, 7, 4])
+    drawn = random_ids(tokens, vocab_size, (3, 11), seed=1)
+    ids = np.zeros((3, 12), np.int64)  # (B, T)
+    for row, n in enumerate(real):
+        ids[row, 12 - n :] = np.r_[tokens.bos, drawn[row, : n - 1]]
+    mask = np.arange(12)[None, :] >= (12 - real)[:, None]
+    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+    with torch.no_grad():
+        hf_logits = hf_model(
+            torch.tensor(ids),
+            attention_mask=torch.tensor(mask, dtype=torch.long),
+            position_ids=torch.tensor(positions),
+        ).logits.numpy()
+    logits = np.asarray(
+        model.apply(
+            variables,
+            jnp.asarray(ids, jnp.int32),
+            valid_BT=jnp.asarray(mask),
+            positions_BT=jnp.asarray(positions, jnp.int32),
+        )
+    )
+    ours = decoding.generate(
+        model,
+        variables,
+        jnp.asarray(ids, jnp.int32),
+        decoding.DecodeConfig(max_new_tokens=8),
+        prompt_valid_BP=jnp.asarray(mask),
+    )
+    theirs = _hf_generate(hf_model, torch, tokens, ids, mask, 8)
+    ours = np.asarray(ours)[:, 12:]
+    return {
+        "logits": float(np.max(np.abs(logits[mask] - hf_logits[mask]))),
+        "greedy_equal": theirs.shape == ours.shape and bool(np.array_equal(theirs, ours)),
+    }
+
+
+def check_lm_parity(hf_model, torch, model, variables, vocab_size: int, *, wrong=False):
+    """Every causal-LM comparison within tolerance (float32 logits of two programs within
+    1e-4, the loss within 1e-5, greedy tokens identical, right- and left-padded batches), or,
+    with `wrong` (a deliberately wrong mapping), every one outside it."""
+    got = lm_measurements(hf_model, torch, model, variables, vocab_size)
+    left = left_padded_measurements(hf_model, torch, model, variables, vocab_size)
+    logits = {"logits": got["logits"], "padded": got["padded"], "left_padded": left["logits"]}
+    greedy = {"greedy": got["greedy_equal"], "left_padded_greedy": left["greedy_equal"]}
+    if wrong:
+        assert min(logits.values()) > 1e-2 and got["loss"] > 1e-3, (logits, got["loss"])
+        assert not any(greedy.values()), greedy
+    else:
+        assert max(logits.values()) < 1e-4 and got["loss"] < 1e-5, (logits, got["loss"])
+        assert all(greedy.values()), greedy
 
 
 def transposed(params, path, shape):

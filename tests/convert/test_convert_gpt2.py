@@ -1,13 +1,12 @@
 """GPT-2: a tiny random GPT2LMHeadModel, noised, converted and compared (tests/convert/parity.py).
 
-Tolerances hold across machines: float32 logits of two programs within 1e-4, the loss within
-1e-5; tokens and round-tripped bytes exactly."""
+Tolerances: parity.check_lm_parity's; round-tripped bytes exactly."""
 
 import pytest
 from parity import (
+    check_lm_parity,
     convert,
     import_transformers,
-    lm_measurements,
     noised,
     round_trip_differences,
     transposed,
@@ -38,11 +37,7 @@ def converted(tmp_path_factory):
 
 def test_converted_gpt2_matches_hugging_face(converted):
     torch, hf_model, _, run, _ = converted
-    got = lm_measurements(hf_model, torch, run.model, run.variables, run.model_config.vocab_size)
-    assert got["logits"] < 1e-4
-    assert got["loss"] < 1e-5
-    assert got["greedy_equal"]
-    assert got["padded"] < 1e-4
+    check_lm_parity(hf_model, torch, run.model, run.variables, run.model_config.vocab_size)
 
 
 def test_gpt2_round_trip_is_bit_exact(converted):
@@ -56,11 +51,7 @@ def test_a_wrong_gpt2_mapping_fails_every_comparison(converted):
     torch, hf_model, hf_dir, run, _ = converted
     path = ("decoder", "layer_1", "self_attention", "out", "kernel")
     wrong = transposed(run.state.params, path, (32, 32))
-    got = lm_measurements(hf_model, torch, run.model, {"params": wrong}, 61)
-    assert got["logits"] > 1e-2
-    assert got["loss"] > 1e-3
-    assert not got["greedy_equal"]
-    assert got["padded"] > 1e-2
+    check_lm_parity(hf_model, torch, run.model, {"params": wrong}, 61, wrong=True)
     assert round_trip_differences(hf_dir, gpt2.to_tensors(wrong, run.model_config)) != []
 
 
@@ -73,13 +64,12 @@ def test_converted_gpt2_takes_its_token_ids_from_config_json(converted):
 
 
 def test_gpt2_token_ids_default_to_endoftext_with_no_pad():
-    fields = huggingface.token_fields({}, bos=50256, eos=50256)
+    fields = huggingface.token_fields({}, gpt2.TOKEN_DEFAULTS)
     assert fields == {"tokens.pad_id": -1, "tokens.bos_id": 50256, "tokens.eos_id": 50256}
     cfg = gpt2.model_config({"vocab_size": 50257, "n_positions": 8, "n_embd": 8, "n_head": 2})
     assert (cfg.tokens.pad, cfg.tokens.bos, cfg.tokens.eos) == (None, 50256, 50256)
     # A PAD that is also EOS (as fine-tunes set it) would hide the real EOS: none.
     padded = {"pad_token_id": 50256, "bos_token_id": 50256, "eos_token_id": 50256}
-    assert huggingface.token_fields(padded, bos=None, eos=None)["tokens.pad_id"] == -1
-    assert huggingface.token_config(cfg, padded)["pad_token_id"] == 50256
-    with pytest.raises(huggingface.Unsupported, match="eos_token_id=.* names several ids"):
-        huggingface.token_fields({"eos_token_id": [2, 3]}, bos=1, eos=2)
+    assert huggingface.token_fields(padded, gpt2.TOKEN_DEFAULTS)["tokens.pad_id"] == -1
+    with pytest.raises(huggingface.Unsupported, match="eos_token_id"):
+        huggingface.token_fields({"eos_token_id": [2, 3]}, gpt2.TOKEN_DEFAULTS)

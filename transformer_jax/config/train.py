@@ -79,6 +79,11 @@ class TrainConfig:
     # W&B run per training run (transformer_jax/tracking/wandb_run.py); WANDB_MODE=offline
     # logs without network or account.
     wandb_project: str = ""
+    # Fine-tuning: a run directory (e.g. one written by python -m transformer_jax.convert)
+    # whose latest checkpoint's parameters this run starts from, at step 0 with a fresh
+    # optimizer state (train/init_from.py); "" = off (a random initialisation). The run's own
+    # checkpoint, once it has one, is what a resume restores.
+    init_from: str = ""
     # A jax.profiler trace of the steps that take the step counter from start to stop, written
     # to RUN/profile/ (train/profile.py; docs/speed.md reads it); () or None = off.
     profile_steps: tuple[int, ...] | None = ()
@@ -122,6 +127,10 @@ class TrainConfig:
             raise ValueError(
                 f"train.wandb_project={self.wandb_project!r} needs the wandb package, which is "
                 "not installed: pip install -r requirements-wandb.txt, or set it to '' (off)"
+            )
+        if not isinstance(self.init_from, str):
+            raise ValueError(
+                f"train.init_from={self.init_from!r} must be a run directory or '' (off)"
             )
         if not isinstance(self.compilation_cache_dir, str):
             raise ValueError(

@@ -41,6 +41,8 @@ IGNORED = (
 )
 # Buffers older checkpoints store beside the weights: the causal mask and its fill value.
 _BUFFERS = (".attn.bias", ".attn.masked_bias")
+# GPT2Config's special token ids where config.json has none: <|endoftext|> is both BOS and EOS.
+TOKEN_DEFAULTS = {"bos_token_id": 50256, "eos_token_id": 50256, "pad_token_id": None}
 
 
 def model_config(hf: dict, architecture: str = ARCHITECTURES[0]) -> ModelConfig:
@@ -79,8 +81,7 @@ def model_config(hf: dict, architecture: str = ARCHITECTURES[0]) -> ModelConfig:
             "ffn.d_ff": hf.get("n_inner") or 4 * d_model,
             "embeddings.scale": False,
             "embeddings.tie_output": hf.get("tie_word_embeddings", True),
-            # GPT-2's one special token, <|endoftext|>, is both BOS and EOS; it has no PAD.
-            **token_fields(hf, bos=50256, eos=50256),
+            **token_fields(hf, TOKEN_DEFAULTS),
         }
     )
 
@@ -108,7 +109,7 @@ def hf_config(cfg: ModelConfig, original: dict, architecture: str = ARCHITECTURE
         "attn_pdrop": cfg.attention.dropout_rate,
         "layer_norm_epsilon": cfg.norm.epsilon,
         "tie_word_embeddings": cfg.embeddings.tie_output,
-        **token_config(cfg, original),
+        **token_config(cfg.tokens, original, TOKEN_DEFAULTS),
     }
 
 

@@ -44,33 +44,39 @@ def check(field: str, value, valid) -> None:
         )
 
 
-def token_fields(hf: dict, *, bos: int | None, eos: int | None) -> dict:
-    """The model.tokens fields of a config.json: its pad/bos/eos_token_id (`bos`, `eos`: the
-    architecture's defaults where it has none), -1 for none. A PAD that is also BOS or EOS (GPT-2
-    fine-tunes often pad with <|endoftext|>) becomes -1: masking it would hide the real ones."""
-    ids = {"pad": hf.get("pad_token_id"), "bos": hf.get("bos_token_id", bos)}
-    ids["eos"] = hf.get("eos_token_id", eos)
-    for name, value in ids.items():
-        if isinstance(value, list):
+# model.tokens fields <- config.json's special token ids.
+_TOKEN_IDS = (("bos_id", "bos_token_id"), ("eos_id", "eos_token_id"), ("pad_id", "pad_token_id"))
+
+
+def token_fields(hf: dict, defaults: dict) -> dict:
+    """model.tokens overrides from config.json's bos/eos/pad_token_id (`defaults`: the
+    architecture's own where config.json has none); -1 where the tokenizer has none (GPT-2 and
+    Llama have no pad id, so id 0 is a real token). A pad id equal to BOS or EOS (a model that
+    pads with EOS) becomes -1: padding is masked by the caller's mask, and that id stays a real
+    token."""
+    ids = {}
+    for field, key in _TOKEN_IDS:
+        value = hf.get(key, defaults.get(key))
+        if isinstance(value, list):  # Llama 3's instruction-tuned models list several EOS ids
             if len(value) != 1:
                 raise Unsupported(
-                    f"{name}_token_id={value!r} names several ids; not supported "
-                    f"(model.tokens.{name}_id is one id)"
+                    f"{key}={value!r} lists several ids; not supported: model.tokens.{field} "
+                    "is one id"
                 )
-            ids[name] = value[0]
-    if ids["pad"] is not None and ids["pad"] in (ids["bos"], ids["eos"]):
-        ids["pad"] = None
-    return {f"tokens.{name}_id": -1 if value is None else value for name, value in ids.items()}
+            value = value[0]
+        ids[field] = -1 if value is None else value
+    if ids["pad_id"] in (ids["bos_id"], ids["eos_id"]):
+        ids["pad_id"] = -1
+    return {f"tokens.{field}": value for field, value in ids.items()}
 
 
-def token_config(cfg, original: dict) -> dict:
-    """The pad/bos/eos_token_id of config.json for a ModelConfig `cfg`: its model.tokens (a PAD
-    that `token_fields` dropped, one that is also BOS or EOS, kept from `original`)."""
-    tokens = cfg.tokens
-    pad = tokens.pad
-    if pad is None and original.get("pad_token_id") in (tokens.bos, tokens.eos):
-        pad = original.get("pad_token_id")
-    return {"pad_token_id": pad, "bos_token_id": tokens.bos, "eos_token_id": tokens.eos}
+def token_config(tokens, original: dict, defaults: dict) -> dict:
+    """config.json's token ids for a run's model.tokens: none where `original`'s give the same
+    ids (its own spelling is kept), else all three (None where there is none)."""
+    ours = {f"tokens.{field}": getattr(tokens, field) for field, _ in _TOKEN_IDS}
+    if token_fields(original, defaults) == ours:
+        return {}
+    return {key: None if getattr(tokens, f) == -1 else getattr(tokens, f) for f, key in _TOKEN_IDS}
 
 
 def read_config(directory: str) -> dict:

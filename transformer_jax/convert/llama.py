@@ -35,6 +35,8 @@ ARCHITECTURES = ("LlamaForCausalLM",)
 IGNORED = ("num_encoder_layers", "pooling", "num_classes", "positional.eval_positions")
 # Buffers older checkpoints store beside the weights.
 _BUFFERS = (".rotary_emb.inv_freq",)
+# LlamaConfig's special token ids where config.json has none.
+TOKEN_DEFAULTS = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": None}
 
 
 def rope_theta(hf: dict) -> float:
@@ -85,7 +87,7 @@ def model_config(hf: dict, architecture: str = ARCHITECTURES[0]) -> ModelConfig:
             "embeddings.scale": False,
             "embeddings.tie_output": hf.get("tie_word_embeddings", False),
             "embeddings.output_bias": "never",
-            **token_fields(hf, bos=1, eos=2),  # LlamaConfig's defaults
+            **token_fields(hf, TOKEN_DEFAULTS),
         }
     )
 
@@ -112,7 +114,7 @@ def hf_config(cfg: ModelConfig, original: dict, architecture: str = ARCHITECTURE
         "mlp_bias": cfg.ffn.use_bias,
         "tie_word_embeddings": cfg.embeddings.tie_output,
         "rope_parameters": {"rope_type": "default", "rope_theta": cfg.positional.base},
-        **token_config(cfg, original),
+        **token_config(cfg.tokens, original, TOKEN_DEFAULTS),
     }
     hf.pop("rope_theta", None)
     hf.pop("rope_scaling", None)

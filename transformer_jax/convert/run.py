@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from transformer_jax import fields as F
 from transformer_jax import run_dir
 from transformer_jax.config import ModelConfig, TrainConfig
 from transformer_jax.convert import huggingface
@@ -94,7 +95,7 @@ def differing_field(cfg: ModelConfig, expected: ModelConfig, ignore: tuple[str, 
     leaving out `ignore` and the fields that do not change the model's function or parameters;
     None when they agree."""
     ignore = (*ignore, *_NO_EFFECT)
-    got, want = _flatten(cfg.to_dict()), _flatten(expected.to_dict())
+    got, want = F.flatten(cfg.to_dict()), F.flatten(expected.to_dict())
     for name, value in got.items():
         if name not in ignore and want.get(name) != value:
             return name, value, want.get(name)
@@ -112,13 +113,3 @@ _NO_EFFECT = (
     "embeddings.share_source_target",
     "positional.train_positions",
 )
-
-
-def _flatten(tree: dict, prefix: str = "") -> dict:
-    flat = {}
-    for name, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{name}."))
-        else:
-            flat[f"{prefix}{name}"] = value
-    return flat

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 import jax
 
 from transformer_jax import run_dir
-from transformer_jax.train import multihost
+from transformer_jax.train import init_from, multihost
 from transformer_jax.train.evaluators import EvalContext, build_evaluators
 from transformer_jax.train.group_eval import GroupEval
 from transformer_jax.train.logger import StepClock
@@ -128,6 +128,13 @@ def train_runs(
         run.evaluators = build_evaluators(train_cfg, context)
         runs.append(run)
 
+    # train.init_from is read (and refused) before any directory changes, and only where a run
+    # has no checkpoint of its own: a resume restores that one instead.
+    fresh = [run for run in runs if not run_dir.has_checkpoints(run.workdir)]
+    source = None
+    if train_cfg.init_from and fresh:
+        source = init_from.load(train_cfg.init_from, prepared.model_config)
+
     # Everything is validated: only now do the run directories change. What is opened is closed
     # last to first when the loop returns or raises: each run's lock outlives its checkpointer's
     # final wait.
@@ -148,6 +155,9 @@ def train_runs(
         # The placed states' shardings are the restore targets, so a checkpoint written on any
         # number of devices loads onto this run's devices.
         initial = program.initial_states()
+        if source is not None:
+            initial = [init_from.with_source(state, source) for state in initial]
+            print(f"Parameters from {run_dir.shown(train_cfg.init_from)} (train.init_from).")
         # A member that ended before (`RunHost.check_resume`) keeps its lane, from its initial
         # state, unread: the group stays the program it was, and the others train in it as
         # they did before the interruption.

@@ -8,6 +8,7 @@ the changes it accepts are recorded in config.json with the step where they took
 
 from pathlib import Path
 
+from transformer_jax import fields as F
 from transformer_jax import run_dir
 from transformer_jax.config.model import upgrade_flat_model_config
 
@@ -46,7 +47,7 @@ def resume_changes(workdir: Path, resolved: dict) -> dict[str, dict]:
         old = previous.get(section, {})
         if section == "model":  # Run directories of any layout compare field by field.
             old = upgrade_flat_model_config(old)
-        old, new = _flatten(old), _flatten(resolved.get(section, {}))
+        old, new = F.flatten(old), F.flatten(resolved.get(section, {}))
         changeable = {
             "model": _MODEL_CHANGEABLE_ON_RESUME,
             "data": set(),
@@ -63,15 +64,3 @@ def resume_changes(workdir: Path, resolved: dict) -> dict[str, dict]:
             )
         changes.update({f"{section}.{k}": {"from": old[k], "to": new[k]} for k in changed})
     return changes
-
-
-def _flatten(tree: dict, prefix: str = "") -> dict:
-    """{"norm": {"kind": "dyt"}} -> {"norm.kind": "dyt"}; None sub-configs stay one field.
-    Tuples become lists, as config.json stores them, so a stored and a fresh config compare."""
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
-    return out
