@@ -6,7 +6,8 @@ flags_parser=parse_flags(name))` turns a flag absl or ml_collections refuses (an
 `--config.` field, a value of the wrong type, a config argument the config file rejects) into the
 same one line and exit status. The parser also chooses the platforms JAX starts on before any
 backend starts: the CPU alone where libtpu is installed without a TPU to drive
-(environment.skip_absent_tpu), so that CPU runs print none of libtpu's start-up errors.
+(environment.skip_absent_tpu), so that CPU runs print none of libtpu's start-up errors, and
+quiets TFDS's routine warnings (library_logs.py), which a sweep's run.log would otherwise hold.
 
 Every command's `--workdir` is checked as it is parsed (`check_workdir`).
 
@@ -22,7 +23,7 @@ import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-from transformer_jax import environment
+from transformer_jax import environment, library_logs
 
 USER_ERROR_EXIT_CODE = 2  # as argparse and absl exit for bad flags
 # The repository: the directory holding this package (configs/, experiments/, results/).
@@ -98,6 +99,7 @@ def parse_flags(name: str) -> Callable[[list[str]], list[str]]:
 
     def parse(argv: list[str]) -> list[str]:
         environment.skip_absent_tpu()
+        library_logs.quiet_library_logs()  # before any library logs into the command's output
         try:
             remaining = flags.FLAGS(argv)
             _raise_unloaded_config(flags.FLAGS)

@@ -6,8 +6,10 @@ The builder-config name encodes every generation parameter (or the file's conten
 different settings get different cache directories and an edited file is rebuilt.
 """
 
+import contextlib
 import dataclasses
 import hashlib
+import io
 import re
 from pathlib import Path
 
@@ -29,11 +31,22 @@ def prepare(
     """
     if builder.is_prepared():
         return
+    # The run's own line says what is built where; TFDS's progress bars (tqdm: cursor escapes
+    # in a log file) and its printed banners (a few hundred characters each) are off meanwhile.
+    print(
+        f"Building dataset {builder.name}/{builder.builder_config.name} in "
+        f"data.data_dir={builder.data_dir_root} (once: later runs read it there).",
+        flush=True,
+    )
+    tfds.display_progress_bar(False)
     try:
-        builder.download_and_prepare(download_config=download_config)
+        with contextlib.redirect_stdout(io.StringIO()):
+            builder.download_and_prepare(download_config=download_config)
     except FileExistsError:
         if not builder.is_prepared():
             raise
+    finally:
+        tfds.display_progress_bar(True)
 
 
 class _OfflineBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
