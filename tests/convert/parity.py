@@ -38,10 +38,13 @@ def noised(model, torch, seed: int = 0, scale: float = 0.2):
     return model.eval()
 
 
-def convert(hf_model, tmp_path):
-    """Saves `hf_model`, converts it, exports the run back -> (hf dir, run, exported dir)."""
+def convert(hf_model, tmp_path, tokenizer=None):
+    """Saves `hf_model` (and a `tokenizers.Tokenizer` as its tokenizer.json), converts it,
+    exports the run back -> (hf dir, run, exported dir)."""
     hf_dir, workdir, back = (os.path.join(tmp_path, name) for name in ("hf", "run", "back"))
     hf_model.save_pretrained(hf_dir)
+    if tokenizer is not None:
+        tokenizer.save(os.path.join(hf_dir, "tokenizer.json"))
     from_hf(hf_dir, workdir)
     to_hf(workdir, back)
     return hf_dir, load_run(workdir), back

@@ -4,6 +4,10 @@ rope_theta of 500 (not the default 10000), rms_norm_eps 1e-5 and untied (the mod
 or tied embeddings.
 Tolerances: parity.check_lm_parity's; round-tripped bytes exactly."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from parity import (
@@ -40,10 +44,20 @@ def llama_model(tied: bool, seed: int):
     return torch, noised(transformers.LlamaForCausalLM(config), torch, seed=seed)
 
 
+def word_tokenizer():
+    """A tokenizer.json of the words w0 .. w60, split on spaces: id i is "wi"."""
+    tokenizers = pytest.importorskip("tokenizers")
+    vocab = {f"w{i}": i for i in range(VOCAB)}
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="w0"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    return tokenizer
+
+
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     torch, hf_model = llama_model(tied=False, seed=0)
-    hf_dir, run, back = convert(hf_model, tmp_path_factory.mktemp("llama"))
+    directory = tmp_path_factory.mktemp("llama")
+    hf_dir, run, back = convert(hf_model, directory, tokenizer=word_tokenizer())
     return torch, hf_model, hf_dir, run, back
 
 
@@ -66,6 +80,30 @@ def test_llama_round_trip_is_bit_exact(converted):
     _, _, hf_dir, _, back = converted
     assert round_trip_differences(hf_dir, huggingface.read_tensors(back)) == []
     assert huggingface.read_config(back) == huggingface.read_config(hf_dir)
+
+
+def test_generate_on_the_converted_run_continues_as_hugging_face(converted):
+    """The command line reads the run's tokenizer.json, prepends BOS and decodes greedily."""
+    torch, hf_model, hf_dir, run, back = converted
+    assert sorted(os.listdir(back)) == sorted(os.listdir(hf_dir))  # tokenizer.json too
+    command = [sys.executable, "-m", "transformer_jax.generate", f"--workdir={run.workdir}"]
+    out = subprocess.run(
+        [*command, "--input=w5 w9 w17", "--max_new_tokens=6"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    ids = [int(i) for i in out.stdout.split("output:")[1].split("[")[1].split("]")[0].split(",")]
+    prompt = torch.tensor([[1, 5, 9, 17]])
+    with torch.no_grad():
+        theirs = hf_model.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=6,
+            do_sample=False,
+            suppress_tokens=[1],
+            eos_token_id=2,
+            pad_token_id=2,
+        )
+    assert ids == theirs[0, 1:].tolist()
 
 
 def rotary_unpermuted(params, layer: str):
