@@ -16,18 +16,14 @@ from typing import Any
 import jax.numpy as jnp
 
 from transformer_jax.registry import Registry
+from transformer_jax.tokens import DATASET_TOKENS
 
 FAMILIES: Registry["Family"] = Registry("model.family")
 
 
 def _tokens_or_default(tokens):
-    """`tokens` (a config.TokenConfig), or the datasets' convention for callers that pass none.
-    Imported here: the config imports this module to check the family."""
-    if tokens is not None:
-        return tokens
-    from transformer_jax.config import DATASET_TOKENS
-
-    return DATASET_TOKENS
+    """`tokens` (a TokenConfig), or the datasets' convention for callers that pass none."""
+    return DATASET_TOKENS if tokens is None else tokens
 
 
 def shift_right(targets_BT, segment_ids_BT=None, tokens=None):
