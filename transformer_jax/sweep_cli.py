@@ -24,6 +24,7 @@ from transformer_jax import sweep_record
 from transformer_jax.commands import one_line_errors, parse_flags, recorded_command
 from transformer_jax.report import plan
 from transformer_jax.report.report import write_report
+from transformer_jax.sweep import grid_edges
 from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep import slurm
 from transformer_jax.sweep.runner import DEFAULT_MAIN, resolved_sweep, run_sweep
@@ -155,7 +156,8 @@ def tensorboard_events(workdir: str) -> str:
     sweep_record.unpack_missing(workdir, record)
     scalars = sum(sweep_record.write_events(run_dir(workdir, *key)) for key in unpacked)
     records = [read_run(workdir, *key) for key in record]
-    sweep = Sweep.from_dict(resolved)
+    # With grid_extension, the settings grid_extensions.json added, as the report reads them.
+    sweep = grid_edges.applied(Sweep.from_dict(resolved), workdir)
     sessions = sweep_hparams.write_sessions(
         workdir, sweep, resolved["config_spec"], records, resolved.get("cwd")
     )

@@ -215,13 +215,17 @@ def unpacked(workdir: str) -> Iterator[dict[tuple[str, int], Entry]]:
 
 def write_events(path: str) -> int:
     """Writes a TensorBoard event file of the scalars in the run directory's metrics.jsonl, as
-    the trainer logged them (`<split>/<metric>` at each step); returns how many."""
+    the trainer logged them (`<split>/<metric>` at each step); returns how many (0 for a run
+    that ended before logging any)."""
+    metrics_path = os.path.join(path, run_files.METRICS_FILE)
+    if not os.path.isfile(metrics_path):
+        return 0
     # Here, not at the top: tensorboardX is needed only by this command.
     from transformer_jax.train.event_file import EventFile
 
     events, count = EventFile(path, None), 0
     try:
-        with open(os.path.join(path, run_files.METRICS_FILE)) as f:
+        with open(metrics_path) as f:
             for line in f:
                 try:
                     event = json.loads(line)

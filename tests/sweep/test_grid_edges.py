@@ -4,6 +4,7 @@ survives a kill and --report_only."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ from test_nuisance_sweep import FAKE_CONFIG, MACHINE, tuned_sweep
 
 from transformer_jax.report.report import write_report
 from transformer_jax.sweep import grid_edges, run_sweep
+from transformer_jax.sweep_cli import tensorboard_events
 from transformer_jax.sweep.nuisance import GridExtension
 
 # Validation loss |log10(lr / best)|; a rate above `diverge` diverges; FAKE_BLOCK_LR blocks.
@@ -89,6 +91,16 @@ def test_an_edge_cell_is_extended_and_an_interior_one_not(project):
     text = (workdir / "selection.csv").read_text()
     assert "shifted,0,learning_rate-0.1," in text
     assert "Still on an edge" not in (workdir / "report.md").read_text()
+
+    # Its record alone (a committed folder) unpacks with the extensions' runs among the rest.
+    copy = project / "committed"
+    copy.mkdir()
+    for path in workdir.iterdir():
+        if path.is_file():
+            shutil.copy(path, copy / path.name)
+    message = tensorboard_events(str(copy))
+    assert message.startswith("16 runs unpacked"), message
+    assert (copy / "shifted" / "learning_rate-1.0" / "seed_1" / "hparams.json").is_file()
 
 
 def test_a_diverging_edge_stops_the_extension(project):
