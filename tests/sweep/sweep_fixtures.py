@@ -112,9 +112,8 @@ def run_demo(workdir, **kwargs):
         "experiments/demo.py",
         str(workdir),
         main_module="fake_main",
-        command="python -m transformer_jax.sweep --sweep=experiments/demo.py",
         machine=MACHINE,
-        **kwargs,
+        **{"command": "python -m transformer_jax.sweep --sweep=experiments/demo.py", **kwargs},
     )
     write_report(str(workdir))
     return counts

@@ -13,6 +13,7 @@ from ml_collections.config_flags import config_path
 from sweep_fixtures import calls, run_demo, valid_kwargs
 
 from transformer_jax import commands
+from transformer_jax.report.report import write_report
 from transformer_jax.sweep import Sweep, format_override, runner
 from transformer_jax.tracking import hparams as tracking_hparams
 
@@ -161,6 +162,21 @@ def test_a_sweep_run_in_the_repository_records_paths_relative_to_it(project, mon
     assert json.loads((workdir / "sweep.json").read_text())["cwd"] == "."
     assert run_demo(workdir, variants=["base"], seeds=[0, 1]) == {"finished": 2}
     assert calls(workdir, "base", 0) == 1
+
+
+def test_a_launch_with_an_absolute_workdir_is_recorded_and_reported_without_it(project):
+    """sweep.json and report.md are committed: the workdir's path is written `<workdir>`, also
+    in a report rebuilt from a launch recorded before the runner did so."""
+    workdir = project / "out"
+    command = f"python -m transformer_jax.sweep --sweep=experiments/demo.py --workdir={workdir}"
+    assert run_demo(workdir, variants=["base"], seeds=[1], command=command) == {"finished": 1}
+    recorded = json.loads((workdir / "sweep.json").read_text())
+    assert recorded["invocations"][-1]["command"].endswith("--workdir=<workdir>")
+    recorded["invocations"][-1]["command"] = command  # as older launches were recorded
+    (workdir / "sweep.json").write_text(json.dumps(recorded))
+    write_report(str(workdir))
+    report = (workdir / "report.md").read_text()
+    assert str(workdir) not in report and "--workdir=<workdir>`" in report
 
 
 def _results(workdir):

@@ -84,8 +84,15 @@ def code_warning(records) -> list[str]:
     return [*lines, ""] if lines else []
 
 
-def _header(resolved: dict[str, Any], sweep: Sweep, all_runs, report_commit: str) -> list[str]:
-    invocations = resolved.get("invocations") or [{}]
+def _header(
+    resolved: dict[str, Any], sweep: Sweep, all_runs, report_commit: str, workdir: str
+) -> list[str]:
+    # Commands as placeholders: launches recorded before the runner wrote them so name paths.
+    known = sweep_record.places(workdir)
+    invocations = [
+        {**i, "command": sweep_record.scrub(i.get("command", "unknown"), known)}
+        for i in resolved.get("invocations") or [{}]
+    ]
     last = invocations[-1]
     versions = _code_versions(all_runs)
     name = os.path.splitext(os.path.basename(resolved.get("file", "sweep")))[0]
@@ -348,7 +355,7 @@ def _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv
             tuning_lines += sequential_section.extension_lines(sweep, workdir, by_run_variant)
         figures += _isolation_plots(workdir, sweep, by_run_variant)
 
-    lines = _header(resolved, sweep, all_runs, git_commit())
+    lines = _header(resolved, sweep, all_runs, git_commit(), workdir)
     lines += ["", "## Results", ""]
     if metric_tables:
         lines += [

@@ -431,7 +431,8 @@ def locked_sweep(
             quick,
             main_module,
             {
-                "command": command,
+                # The workdir and data as placeholders: the record is committed (sweep_record).
+                "command": sweep_record.scrub(command, sweep_record.places(workdir)),
                 "date": launcher.now(),
                 "git_commit": git_commit(),
                 "code": code,
