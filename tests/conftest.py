@@ -55,19 +55,15 @@ else:
     _CACHE = None
 
 import jax  # noqa: E402
-import pytest  # noqa: E402
 
 from transformer_jax.train import host_memory  # noqa: E402
 
 host_memory.reuse_freed_memory()
+# Strict rank promotion for every thread: a context manager would reach only the one it is
+# entered on, and the trainer compiles its evaluations on another (train/compile_ahead.py).
+jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
 def pytest_sessionfinish(session, exitstatus):
     if _CACHE is not None:
         shutil.rmtree(_CACHE, ignore_errors=True)
-
-
-@pytest.fixture(autouse=True)
-def _strict_rank_promotion():
-    with jax.numpy_rank_promotion("raise"):
-        yield

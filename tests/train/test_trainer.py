@@ -192,6 +192,45 @@ def test_no_recompilation_after_the_first_step(tmp_path, caplog):
     assert sum("eval_step" in m for m in compiles) <= 2, compiles
 
 
+def _compiles(config, workdir, caplog) -> list:
+    """(thread name, message) of every compilation while `config` trains in `workdir`."""
+    caplog.clear()
+    jax.config.update("jax_log_compiles", True)
+    try:
+        with caplog.at_level(logging.WARNING):
+            train_and_evaluate(config, str(workdir))
+    finally:
+        jax.config.update("jax_log_compiles", False)
+    return [(r.threadName, r.getMessage()) for r in caplog.records if "Compiling" in r.getMessage()]
+
+
+def test_evaluations_compile_ahead_on_their_thread_with_the_same_results(tmp_path, caplog):
+    """train/compile_ahead.py: the eval step and greedy decoding compile on the compile_ahead
+    thread, once per batch shape, and the evaluations that follow compile nothing; without it
+    they compile in the loop. Every logged metric is the same either way."""
+    runs = {}
+    for ahead in (True, False):
+        config = tiny_config(tmp_path / "tfds", steps_=20)
+        config.train.eval_every = 10
+        config.train.compile_ahead = ahead
+        runs[ahead] = tmp_path / f"ahead_{ahead}"
+        compiles = _compiles(config, runs[ahead], caplog)
+        evals = [(thread, m) for thread, m in compiles if "eval_step" in m or "generation" in m]
+        assert {thread for thread, _ in evals} == {"compile_ahead" if ahead else "MainThread"}
+        # test and test_long batches have their own shapes; each program compiles once each.
+        assert sum("eval_step" in m for _, m in evals) == 2, evals
+        assert sum("generation" in m for _, m in evals) == 2, evals
+    clocks = ("time", "tokens_per_sec")
+    logged = {
+        ahead: [
+            {k: v for k, v in json.loads(line).items() if k not in clocks}
+            for line in (path / "metrics.jsonl").read_text().splitlines()
+        ]
+        for ahead, path in runs.items()
+    }
+    assert logged[True] == logged[False] and len(logged[True]) >= 4
+
+
 def test_bad_inputs_fail_before_compiling(tmp_path):
     config = tiny_config(tmp_path / "tfds")
     config.model.positional.kind = "fourier"

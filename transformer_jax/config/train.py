@@ -59,7 +59,12 @@ class TrainConfig:
     fsdp: int = 1  # jit only: mesh axis size that shards parameters and optimizer state (ZeRO-3)
     grad_accum_steps: int = 1  # micro-batches per update; the update equals one full-batch step
     distributed: bool = False  # multi-host: call jax.distributed.initialize() first (TPU pods)
-    compilation_cache_dir: str = ""  # persistent XLA compilation cache directory; "" = off
+    # Persistent XLA compilation cache (train/compile_cache.py): "" the user's (~/.cache/
+    # transformer_jax/xla, bounded; a JAX_COMPILATION_CACHE_DIR set wins), "off", or a directory.
+    compilation_cache_dir: str = ""
+    # Compile the evaluations' programs on a thread while training runs rather than at the first
+    # evaluation (train/compile_ahead.py); the same programs, so the same results.
+    compile_ahead: bool = True
     # Dropout's random bits: "partitionable" (the same masks however the batch is sharded),
     # "sequential" (faster on CPUs) or "auto" (sequential on one device); see train/step.py.
     threefry: str = "auto"
@@ -116,7 +121,7 @@ class TrainConfig:
                 f"train.early_stop_metric={self.early_stop_metric!r} must be '' (off) or "
                 "'split/metric', e.g. 'test/seq_accuracy'"
             )
-        for name in ("diagnostics", "distributed", "restore_fallback"):
+        for name in ("diagnostics", "distributed", "restore_fallback", "compile_ahead"):
             F.check_bool(f"train.{name}", getattr(self, name))
         object.__setattr__(self, "evaluators", check_blocks(self.evaluators, self.eval_every))
         if not isinstance(self.wandb_project, str):
@@ -135,7 +140,7 @@ class TrainConfig:
         if not isinstance(self.compilation_cache_dir, str):
             raise ValueError(
                 f"train.compilation_cache_dir={self.compilation_cache_dir!r} must be a "
-                "directory path or '' (off)"
+                "directory path, '' (the user's cache) or 'off'"
             )
         self._check_profile_steps()
         self._check_combinations()

@@ -38,7 +38,7 @@ from transformer_jax.config import eval_blocks
 from transformer_jax.data.abstract import abstract_batch, longest_lengths
 from transformer_jax.families import family_of
 from transformer_jax.registry import Registry
-from transformer_jax.train import bleu_eval, curve_metrics, length_eval
+from transformer_jax.train import bleu_eval, compile_ahead, curve_metrics, length_eval
 from transformer_jax.train import step as steps
 from transformer_jax.train.timing import Phases
 
@@ -168,6 +168,9 @@ class TeacherForced:
         for split, batches in self._eval_sets.items():
             results.setdefault(split, {}).update(sum_over_batches(self._eval_fn, state, batches))
 
+    def ahead(self) -> list:
+        return compile_ahead.pairs(self._eval_fn, self._eval_sets)
+
     def summary_fields(self) -> dict[str, Any]:
         return {}
 
@@ -190,6 +193,9 @@ class GenerationAccuracy:
             for split, batches in self._eval_sets.items():
                 scores = sum_over_batches(self._generate_fn, state, batches)
                 results.setdefault(split, {}).update(scores)
+
+    def ahead(self) -> list:
+        return compile_ahead.pairs(self._generate_fn, self._eval_sets)
 
     def summary_fields(self) -> dict[str, Any]:
         return {}

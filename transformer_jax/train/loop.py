@@ -37,6 +37,7 @@ import jax
 
 from transformer_jax import run_dir
 from transformer_jax.train import init_from, multihost
+from transformer_jax.train.compile_ahead import CompileAhead
 from transformer_jax.train.evaluators import EvalContext, build_evaluators
 from transformer_jax.train.group_eval import GroupEval
 from transformer_jax.train.logger import StepClock
@@ -227,29 +228,41 @@ def _train(
     """Steps every run until each has ended, or a signal stops them all."""
     in_flight = collections.deque()  # metrics of the dispatched steps not yet known finished
     compiled = False
-    with StopOnSignal() as stop, phases("train"), profiler:
-        while active := [run for run in runs if run.ended is None]:
-            batches = [run.next_batch() for run in runs]
-            step = min(run.step for run in active)  # the counter this dispatch advances
-            profiler.before_step(step)
-            # The first call traces and compiles; its execution is asynchronous.
-            with contextlib.nullcontext() if compiled else phases("compile"):
-                metrics = program.step(batches)
-            compiled = True
-            profiler.after_step(step + 1, metrics)
-            in_flight.append(metrics)
-            if len(in_flight) > MAX_STEPS_AHEAD:
-                jax.block_until_ready(in_flight.popleft())
-            for run in active:
-                run.after_step(metrics, program)
-            # A signal may reach one process only (a preempted host): all stop together.
-            stopping = multihost.any_process(stop.stop_requested())
-            for run in active:
-                # The checkpointer saves when due (on logging steps); a signal forces it.
-                if run.ended is None and (run.logged or stopping):
-                    run.save(program, force=stopping)
-            if stopping:
-                at = sorted({str(run.step) for run in active})
-                print(f"Stopped by signal at step {', '.join(at)}; checkpoint saved.", flush=True)
-                return [run.stopped() for run in runs]
-    return [run.ended for run in runs]
+    ahead = None  # the evaluations' programs, compiling while the loop trains
+    try:
+        with StopOnSignal() as stop, phases("train"), profiler:
+            while active := [run for run in runs if run.ended is None]:
+                batches = [run.next_batch() for run in runs]
+                step = min(run.step for run in active)  # the counter this dispatch advances
+                profiler.before_step(step)
+                # The first call traces and compiles; its execution is asynchronous.
+                with contextlib.nullcontext() if compiled else phases("compile"):
+                    metrics = program.step(batches)
+                if not compiled and runs[0].train_cfg.compile_ahead:
+                    ahead = CompileAhead(active, program)
+                    for run in active:
+                        run.ahead = ahead
+                compiled = True
+                profiler.after_step(step + 1, metrics)
+                in_flight.append(metrics)
+                if len(in_flight) > MAX_STEPS_AHEAD:
+                    jax.block_until_ready(in_flight.popleft())
+                for run in active:
+                    run.after_step(metrics, program)
+                # A signal may reach one process only (a preempted host): all stop together.
+                stopping = multihost.any_process(stop.stop_requested())
+                for run in active:
+                    # The checkpointer saves when due (on logging steps); a signal forces it.
+                    if run.ended is None and (run.logged or stopping):
+                        run.save(program, force=stopping)
+                if stopping:
+                    at = sorted({str(run.step) for run in active})
+                    print(
+                        f"Stopped by signal at step {', '.join(at)}; checkpoint saved.", flush=True
+                    )
+                    return [run.stopped() for run in runs]
+        return [run.ended for run in runs]
+    finally:
+        # A thread still compiling when the process exits can crash it in XLA's teardown.
+        if ahead is not None:
+            ahead.wait(phases)

@@ -42,7 +42,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from transformer_jax.config import TrainConfig
-from transformer_jax.train import host_memory, multihost
+from transformer_jax.train import compile_cache, host_memory, multihost
 
 DATA, FSDP = "data", "fsdp"  # Mesh axes: batch rows over both, parameters over FSDP.
 PMAP_AXIS = "batch"
@@ -73,8 +73,7 @@ def setup_runtime(train: TrainConfig) -> None:
     compilation cache (compiled programs are reused across restarts of a run)."""
     host_memory.reuse_freed_memory()
     multihost.initialize(train)
-    if train.compilation_cache_dir:
-        jax.config.update("jax_compilation_cache_dir", train.compilation_cache_dir)
+    compile_cache.configure(train.compilation_cache_dir)
 
 
 def make_mesh(fsdp: int = 1, devices=None) -> Mesh:
@@ -211,10 +210,44 @@ class Parallel:
             return step
         return lambda state, batch: step(state, self.place_batch(batch))
 
-    def wrap_eval(self, eval_fn: Callable) -> Callable:
-        if self.kind == "pmap":  # Evaluates one replica on one device.
-            return lambda state, batch: eval_fn(self.host_state(state), batch)
-        return lambda state, batch: eval_fn(state, self.place_batch(batch))
+    def wrap_eval(self, eval_fn: Callable) -> "EvalFn":
+        return EvalFn(self, eval_fn)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalFn:
+    """A jitted `eval_fn(state, batch)` called with placed state and a host batch, as `parallel`
+    evaluates: pmap evaluates one replica on one device, jit places the batch over the mesh.
+    `compile(compile_args(state, batch))` compiles it for those arguments without running it,
+    so that a call with them runs at once (train/compile_ahead.py)."""
+
+    parallel: Parallel
+    eval_fn: Callable
+
+    def _args(self, state, batch) -> tuple:
+        if self.parallel.kind == "pmap":
+            return self.parallel.host_state(state), batch
+        return state, self.parallel.place_batch(batch)
+
+    def __call__(self, state, batch):
+        return self.eval_fn(*self._args(state, batch))
+
+    def compile_args(self, state, batch) -> tuple:
+        """What `compile` takes: the state as shapes and shardings (the train step donates the
+        state itself, so it may be gone by the time it compiles), the batch placed."""
+        state, batch = self._args(state, batch)
+        return jax.tree.map(_abstract, state), batch
+
+    def compile(self, args: tuple) -> None:
+        self.eval_fn.lower(*args).compile()
+
+
+def _abstract(x):
+    if isinstance(x, jax.Array):
+        # weak_type too: a Python-scalar leaf (the step) is weakly typed, and jit's cache tells
+        # it apart from a strong one.
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding, weak_type=x.weak_type)
+    return x
 
 
 def make_parallel(train: TrainConfig, devices=None) -> Parallel:

@@ -87,6 +87,7 @@ class RunHost:
     window_start: float = 0.0
     rates: list = dataclasses.field(default_factory=list)  # tokens/s of non-compiling windows
     compiling: bool = True  # this process's first window includes compilation: not a rate
+    ahead: Any = None  # the CompileAhead compiling its evaluations (train/compile_ahead.py)
     logged: bool = False  # the last step wrote a train line
     final_metrics: dict = dataclasses.field(default_factory=dict)
     final_evaluated: bool = False  # final_metrics come from a final evaluation
@@ -266,7 +267,7 @@ class RunHost:
             self.error = error
             self._end(self._outcome("diverged", error=str(error)))
             return
-        if not self.compiling:
+        if not self.compiling and not (self.ahead and self.ahead.ran_since(self.window_start)):
             self.rates.append(line["tokens_per_sec"])
         self.restored_window, self.window, self.compiling = [], [], False
         self.window_start = time.perf_counter()
@@ -276,6 +277,8 @@ class RunHost:
         scheduled = self.evaluators if scheduled is None else scheduled
         self._last_full = len(scheduled) == len(self.evaluators)
         self.final_evaluated = final and self._last_full
+        if self.ahead is not None:
+            self.ahead.wait(self.phases)
         return evaluate(scheduled, state, final=final, phases=self.phases)
 
     def _window_values(self, program) -> list[dict]:
