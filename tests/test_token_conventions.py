@@ -2,6 +2,7 @@
 PAD or another one, a tokenizer with other ids trains and decodes with them, and left-padded
 prompts decode as their unpadded rows."""
 
+import grain
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,6 +12,7 @@ from tiny_configs import tiny_model
 
 from transformer_jax import decoding
 from transformer_jax.analysis import tokens
+from transformer_jax.data import batching, pipeline
 from transformer_jax.data.info import DatasetInfo, special_ids
 from transformer_jax.families import family_of
 from transformer_jax.models import build_model
@@ -74,7 +76,7 @@ TARGETS = np.array([[0, 1, 0, 2, 7, 5, 5], [3, 0, 0, 4, 6, 0, 7]], np.int32)
 def test_id_0_is_a_weighted_target_where_pad_is_another_id_or_absent():
     np.testing.assert_array_equal(losses.weights_from_targets(TARGETS, 5), TARGETS != 5)
     assert np.asarray(losses.weights_from_targets(TARGETS, None)).all()
-    assert not np.asarray(losses.weights_from_targets(TARGETS)).all()  # the datasets' PAD 0
+    assert not np.asarray(losses.weights_from_targets(TARGETS, 0)).all()  # the datasets' PAD 0
     batch = {"targets": jnp.asarray(TARGETS), "example_weights": jnp.ones(2)}
     family = family_of(OTHER)
     targets, weights = family.targets(batch, OTHER.tokens)
@@ -142,3 +144,44 @@ def test_a_tokenizer_with_other_ids_trains_one_step_and_decodes_with_them():
 def test_an_encoder_decoder_without_bos_is_refused():
     with pytest.raises(ValueError, match="starts its decoder from BOS"):
         tiny_model("encoder_decoder", {"tokens.bos_id": -1})
+
+
+# What writes ids writes the tokenizer's or the model's: PAD 5 and EOS 7 (BOS 6 where a search
+# needs one) come out where PAD 0 and EOS 2 would be the datasets' convention.
+
+
+def test_rows_are_padded_and_ended_with_the_tokenizers_ids():
+    row = batching.seq2seq_row([0, 1], [0], 4, 4, pad_id=5, eos_id=7)
+    np.testing.assert_array_equal(row["inputs"], [0, 1, 5, 5])
+    np.testing.assert_array_equal(row["targets"], [0, 7, 5, 5])
+    row = batching.prompt_row([0], [1], 6, 6, pad_id=5, eos_id=7)
+    np.testing.assert_array_equal(row["targets"], [0, 6, 1, 7, 5, 5])
+    np.testing.assert_array_equal(row["targets_weights"], [0, 0, 1, 1, 0, 0])
+    np.testing.assert_array_equal(batching.pad([0, 1, 2], 3, None), [0, 1, 2])  # full: no PAD
+    with pytest.raises(ValueError, match=r"needs a PAD id, and the tokenizer has none"):
+        batching.pad([0, 1], 3, None)
+    with pytest.raises(ValueError, match=r"rows end with EOS, and the tokenizer has none"):
+        batching.with_eos([0], None)
+
+
+def test_packed_rows_are_padded_with_the_tokenizers_pad():
+    documents = [np.array([0, 1, 7], np.int32), np.array([0, 7], np.int32)]
+
+    def packed(pad_id):
+        rows = grain.MapDataset.source(documents).map(lambda ids: {"targets": ids})
+        return list(
+            pipeline.pack(
+                rows.to_iter_dataset(),
+                seq_len=8,
+                num_bins=1,
+                seed=0,
+                shuffle_bins=False,
+                pad_id=pad_id,
+            )
+        )
+
+    (row,) = packed(5)
+    np.testing.assert_array_equal(row["targets"], [0, 1, 7, 0, 7, 5, 5, 5])  # id 0 stays a token
+    np.testing.assert_array_equal(row["targets_segment_ids"], [1, 1, 1, 2, 2, 0, 0, 0])
+    with pytest.raises(ValueError, match=r"no PAD id \(pad_id=None\)"):
+        packed(None)

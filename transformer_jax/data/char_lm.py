@@ -3,7 +3,7 @@ char-rnn file, checked by its hash) or TFDS tiny_shakespeare.
 
 Without packing, rows are windows of seq_len consecutive characters (training: every start
 offset once per epoch, shuffled, as in nanoGPT's random crops; eval: consecutive windows
-covering the split, the last one 0-padded). With packing, documents are the paragraphs
+covering the split, the last one padded with PAD). With packing, documents are the paragraphs
 (blank-line separated), each followed by EOS, cut into pieces of <= seq_len and packed
 first-fit. Batches: "targets" int32 [B, seq_len] (+ "targets_segment_ids",
 "targets_positions" when packed) and "example_weights" float32 [B].
@@ -85,7 +85,12 @@ class CharStreamData:
             docs = documents(self._tokenizer, text, self._seq_len)
             rows = pipeline.shuffled_examples(docs, seed=seed, transform=_as_targets)
             packed = pipeline.pack(
-                rows, seq_len=self._seq_len, num_bins=batch_size, seed=seed, shuffle_bins=True
+                rows,
+                seq_len=self._seq_len,
+                num_bins=batch_size,
+                seed=seed,
+                shuffle_bins=True,
+                pad_id=self.info.pad_id,
             )
             return pipeline.train_batches(packed, batch_size)
         tokens = self._tokenizer.encode_array(text)
@@ -109,6 +114,7 @@ class CharStreamData:
                 num_bins=batch_size,
                 seed=0,
                 shuffle_bins=False,
+                pad_id=self.info.pad_id,
             )
             return rows_to_batches(packed, batch_size)
         return self.windows(
@@ -119,13 +125,14 @@ class CharStreamData:
         self, split: str, *, length: int, batch_size: int, max_examples: int | None
     ) -> list:
         """Consecutive windows of `length` characters covering the split (the last one
-        0-padded), the first `max_examples` of them: the unpacked evaluation rows at any
+        padded with PAD), the first `max_examples` of them: the unpacked evaluation rows at any
         length, e.g. longer than the training windows. Packed rows restart their positions
         at every paragraph, so they are refused: no row would reach the longer positions."""
         require(not self._packing, "packing", self._packing, "False for windows of any length")
         tokens = self._tokenizer.encode_array(self._text(split))
         starts = range(0, len(tokens), length)[:max_examples]
-        rows = ({"targets": pad(tokens[s : s + length], length)} for s in starts)
+        pad_id = self.info.pad_id
+        rows = ({"targets": pad(tokens[s : s + length], length, pad_id)} for s in starts)
         return rows_to_batches(rows, batch_size)
 
 
