@@ -20,7 +20,7 @@ import numpy as np
 from transformer_jax.data import builders, pipeline
 from transformer_jax.data.batching import Batch, add_example_weights, pad, rows_to_batches
 from transformer_jax.data.checks import require, require_at_least, utf8_text
-from transformer_jax.data.info import NUM_SPECIAL_IDS, DatasetInfo, special_ids
+from transformer_jax.data.info import DatasetInfo, special_ids
 from transformer_jax.data.sources import concatenated_text, open_split
 from transformer_jax.data.tokenizers import CharTokenizer
 
@@ -267,5 +267,15 @@ _TINY_SHAKESPEARE_CHARACTERS = 65  # distinct characters over its three splits
 
 def tiny_shakespeare_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
     """The DatasetInfo `tiny_shakespeare_data(cfg)` has, from the config alone (no download)."""
-    vocab = _TINY_SHAKESPEARE_CHARACTERS + NUM_SPECIAL_IDS
-    return DatasetInfo(cfg.name, "lm", vocab, 0, cfg.seq_len, ("validation", "test"), None)
+    # The ids and size of a CharTokenizer of that many characters: its declared layout.
+    vocab = CharTokenizer.FIRST_ID + _TINY_SHAKESPEARE_CHARACTERS
+    return DatasetInfo(
+        cfg.name,
+        "lm",
+        vocab,
+        0,
+        cfg.seq_len,
+        ("validation", "test"),
+        None,
+        **special_ids(CharTokenizer),
+    )

@@ -297,7 +297,16 @@ def lm1b_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
     SentencePiece vocabulary has exactly `spm_vocab_size` ids."""
     require_at_least("seq_len", cfg.seq_len, 2)
     _check_spm_fields(cfg)
-    return DatasetInfo(cfg.name, "lm", cfg.spm_vocab_size, 0, cfg.seq_len, ("test",), None)
+    return DatasetInfo(
+        cfg.name,
+        "lm",
+        cfg.spm_vocab_size,
+        0,
+        cfg.seq_len,
+        ("test",),
+        None,
+        **special_ids(SentencePieceTokenizer),  # the ids its tokenizer will declare
+    )
 
 
 def translation_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
@@ -315,4 +324,5 @@ def translation_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
         eval_splits=("validation", "test"),
         tokenizer=None,
         split_lengths={"train": (cfg.max_input_len, cfg.max_target_len)},
+        **special_ids(SentencePieceTokenizer),  # the ids its tokenizer will declare
     )
