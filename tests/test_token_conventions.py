@@ -12,6 +12,7 @@ from tiny_configs import tiny_model
 
 from transformer_jax import decoding
 from transformer_jax.analysis import tokens
+from transformer_jax.config import TokenConfig
 from transformer_jax.data import batching, pipeline
 from transformer_jax.data.info import DatasetInfo, special_ids
 from transformer_jax.families import family_of
@@ -148,6 +149,7 @@ def test_an_encoder_decoder_without_bos_is_refused():
 
 # What writes ids writes the tokenizer's or the model's: PAD 5 and EOS 7 (BOS 6 where a search
 # needs one) come out where PAD 0 and EOS 2 would be the datasets' convention.
+WITH_BOS = TokenConfig(pad_id=5, bos_id=6, eos_id=7)
 
 
 def test_rows_are_padded_and_ended_with_the_tokenizers_ids():
@@ -185,3 +187,18 @@ def test_packed_rows_are_padded_with_the_tokenizers_pad():
     np.testing.assert_array_equal(row["targets_segment_ids"], [1, 1, 1, 2, 2, 0, 0, 0])
     with pytest.raises(ValueError, match=r"no PAD id \(pad_id=None\)"):
         packed(None)
+
+
+def test_beam_search_fills_after_eos_with_the_models_pad_as_greedy_search_does():
+    def step(cache, ids_B):  # PAD and BOS are the most likely; then 3 -> 0 -> EOS
+        logits_BV = jnp.zeros((ids_B.shape[0], 8)).at[:, 5:7].set(9.0)
+        following_B = jnp.where(ids_B == 3, 0, jnp.where(ids_B == 0, 7, 4))
+        return logits_BV.at[jnp.arange(ids_B.shape[0]), following_B].set(5.0), cache
+
+    prompt = jnp.array([[3]], jnp.int32)
+    greedy = decoding.left_to_right(step, None, prompt, max_new_tokens=4, tokens=WITH_BOS)
+    beam, _ = decoding.beam_search(
+        step, None, prompt, beam_size=2, alpha=0.6, max_new_tokens=4, tokens=WITH_BOS
+    )
+    np.testing.assert_array_equal(greedy, [[3, 0, 7, 5, 5]])
+    np.testing.assert_array_equal(beam, greedy)

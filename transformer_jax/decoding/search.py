@@ -68,15 +68,15 @@ def sample(logits_BV, rng, *, temperature: float = 1.0, top_k: int = 0, top_p: f
 
 
 def initial_sequence(prompt_BP, max_new_tokens: int, tokens: TokenConfig = DATASET_TOKENS):
-    """The decoder-input buffer BOS, prompt, zeros -> (B, P + O + 1) int32, and the prompt
-    lengths (B,) (the tokens of the right-padded prompt that are not PAD)."""
+    """The decoder-input buffer BOS, prompt, then PAD (`filler`) -> (B, P + O + 1) int32, and
+    the prompt lengths (B,) (the tokens of the right-padded prompt that are not PAD)."""
     if tokens.bos is None:
         raise ValueError(
             "this search starts every row with BOS, and model.tokens.bos_id=-1 (none); valid: "
             "a model with a BOS id, or left_to_right (which starts from the prompt)"
         )
     batch, prompt_len = prompt_BP.shape
-    seq_BL = jnp.zeros((batch, prompt_len + max_new_tokens + 1), jnp.int32)
+    seq_BL = jnp.full((batch, prompt_len + max_new_tokens + 1), filler(tokens), jnp.int32)
     seq_BL = seq_BL.at[:, 0].set(tokens.bos)
     seq_BL = seq_BL.at[:, 1 : 1 + prompt_len].set(prompt_BP.astype(jnp.int32))
     return seq_BL, jnp.sum(tokens.valid(prompt_BP), axis=1)
