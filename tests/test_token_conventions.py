@@ -11,8 +11,8 @@ import pytest
 from tiny_configs import tiny_model
 
 from transformer_jax import decoding
-from transformer_jax.analysis import tokens
-from transformer_jax.config import TokenConfig
+from transformer_jax.analysis import amy, tokens
+from transformer_jax.config import DATASET_TOKENS, TokenConfig
 from transformer_jax.data import batching, pipeline
 from transformer_jax.data.info import DatasetInfo, special_ids
 from transformer_jax.families import family_of
@@ -202,3 +202,10 @@ def test_beam_search_fills_after_eos_with_the_models_pad_as_greedy_search_does()
     )
     np.testing.assert_array_equal(greedy, [[3, 0, 7, 5, 5]])
     np.testing.assert_array_equal(beam, greedy)
+
+
+def test_the_amy_vocabulary_skips_the_models_special_ids():
+    words = ["g", "f", "e", "d", "c", "b", "a"]
+    vocab = amy.word_vocabulary(words, OTHER.tokens)  # PAD 5, EOS 7: ids of no word
+    assert vocab == {"a": 0, "b": 1, "c": 2, "d": 3, "e": 4, "f": 6, "g": 8}
+    assert amy.word_vocabulary(["b", "a"], DATASET_TOKENS) == {"a": 3, "b": 4}
