@@ -2,6 +2,8 @@
 PAD or another one, a tokenizer with other ids trains and decodes with them, and left-padded
 prompts decode as their unpadded rows."""
 
+import inspect
+
 import grain
 import jax
 import jax.numpy as jnp
@@ -10,7 +12,7 @@ import optax
 import pytest
 from tiny_configs import tiny_model
 
-from transformer_jax import decoding
+from transformer_jax import decoding, families
 from transformer_jax.analysis import amy, tokens
 from transformer_jax.config import DATASET_TOKENS, TokenConfig
 from transformer_jax.data import batching, pipeline
@@ -209,3 +211,30 @@ def test_the_amy_vocabulary_skips_the_models_special_ids():
     vocab = amy.word_vocabulary(words, OTHER.tokens)  # PAD 5, EOS 7: ids of no word
     assert vocab == {"a": 0, "b": 1, "c": 2, "d": 3, "e": 4, "f": 6, "g": 8}
     assert amy.word_vocabulary(["b", "a"], DATASET_TOKENS) == {"a": 3, "b": 4}
+
+
+@pytest.mark.parametrize(
+    "function, name",
+    [
+        (families.shift_right, "tokens"),
+        (families.Family.inputs, "tokens"),
+        (families.Family.targets, "tokens"),
+        (decoding.left_to_right, "tokens"),
+        (decoding.beam_search, "tokens"),
+        (decoding.search.never_special, "tokens"),
+        (decoding.search.initial_sequence, "tokens"),
+        (losses.weights_from_targets, "pad_id"),
+        (losses.sequence_accuracy, "weights"),
+        (batching.pad, "pad_id"),
+        (batching.with_eos, "eos_id"),
+        (batching.seq2seq_row, "pad_id"),
+        (batching.seq2seq_row, "eos_id"),
+        (batching.prompt_row, "pad_id"),
+        (batching.prompt_row, "eos_id"),
+        (pipeline.pack, "pad_id"),
+    ],
+)
+def test_what_reads_or_writes_special_ids_takes_them_without_a_default(function, name):
+    """A caller that forgets the model's or tokenizer's ids gets a TypeError, never the
+    datasets' PAD 0, BOS 1, EOS 2 in their place."""
+    assert inspect.signature(function).parameters[name].default is inspect.Parameter.empty

@@ -12,12 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from transformer_jax.config import TokenConfig
-from transformer_jax.decoding.search import (
-    DATASET_TOKENS,
-    filler,
-    initial_sequence,
-    never_special,
-)
+from transformer_jax.decoding.search import filler, initial_sequence, never_special
 from transformer_jax.decoding.steps import StepFn
 
 # Finite, so that sums of it stay ordered and never produce NaN (as in the flax examples).
@@ -47,7 +42,7 @@ def beam_search(
     beam_size: int,
     alpha: float,
     max_new_tokens: int,
-    tokens: TokenConfig = DATASET_TOKENS,
+    tokens: TokenConfig,
 ) -> tuple[jnp.ndarray, jnp.ndarray]:
     """The best hypothesis per row. -> tokens (B, P + O) int32, scores (B,) float32.
 
@@ -59,8 +54,9 @@ def beam_search(
     search). PAD and BOS are never outputs. A row stops once it has W finished hypotheses; the
     result is the best finished one by length-penalised score, or the best live one if none
     finished within O tokens. Tokens hold the prompt, the output through EOS, then PAD
-    (`search.filler`: EOS where there is no PAD), as greedy search's. Every non-scalar leaf of
-    `cache` has the R rows as its leading axis (they are reordered).
+    (`search.filler`: EOS where there is no PAD), as greedy search's. BOS, EOS and PAD are
+    `tokens`' (the model's `model.tokens`). Every non-scalar leaf of `cache` has the R rows as
+    its leading axis (they are reordered).
     """
     batch, prompt_len = prompt_BP.shape
     length = prompt_len + max_new_tokens
