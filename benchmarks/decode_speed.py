@@ -5,9 +5,9 @@
 Both decode the same `new_tokens` tokens from BOS under one jit each (compile time excluded,
 best of `--repeats`): `cached` keeps keys and values (transformer_jax.decoding.cached_step),
 `uncached` re-runs the model on the whole fixed-size buffer every step (full_forward_step), the
-only way to avoid recompiling per length. Parameters are random: EOS is masked out so that every
-row decodes all `new_tokens`. Exits with status 1 if the cache is less than `--min_speedup`
-times faster.
+only way to avoid recompiling per length. Parameters are random: EOS (the model's
+`model.tokens`) is masked out so that every row decodes all `new_tokens`. Exits with status 1
+if the cache is less than `--min_speedup` times faster.
 """
 
 import argparse
@@ -23,27 +23,34 @@ from transformer_jax.config import (
     FeedForwardConfig,
     ModelConfig,
     PositionalConfig,
+    TokenConfig,
 )
-from transformer_jax.data.info import EOS_ID
 from transformer_jax.models import build_model
 
 
-def without_eos(step):
-    """The same step, with EOS made impossible, so that decoding runs to the length limit."""
+def without_eos(step, tokens: TokenConfig):
+    """The same step, with `tokens`' EOS (where there is one) made impossible, so that decoding
+    runs to the length limit."""
+    if tokens.eos is None:
+        return step
 
     def step_without_eos(cache, ids_B):
         logits_BV, cache = step(cache, ids_B)
-        return logits_BV.at[:, EOS_ID].set(-jnp.inf), cache
+        return logits_BV.at[:, tokens.eos].set(-jnp.inf), cache
 
     return step_without_eos
 
 
 def decode_fn(model, make_step, batch: int, new_tokens: int):
+    tokens = model.config.tokens
+
     @jax.jit
     def decode(variables):
         step, cache = make_step(model, variables, batch_size=batch, length=new_tokens)
         prompt = jnp.zeros((batch, 0), jnp.int32)
-        return decoding.left_to_right(without_eos(step), cache, prompt, max_new_tokens=new_tokens)
+        return decoding.left_to_right(
+            without_eos(step, tokens), cache, prompt, max_new_tokens=new_tokens, tokens=tokens
+        )
 
     return decode
 

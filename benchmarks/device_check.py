@@ -54,7 +54,14 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import speed_configs
-from benchmarks.timing import JaxRunner, TorchRunner, run_rounds, synthetic_batches, typed_configs
+from benchmarks.timing import (
+    JaxRunner,
+    TorchRunner,
+    random_tokens,
+    run_rounds,
+    synthetic_batches,
+    typed_configs,
+)
 from transformer_jax import defaults, environment
 from transformer_jax.aot.chips import Chip, local_chip, matmul_peak_flops
 from transformer_jax.aot.estimate import model_flops_per_token, roofline
@@ -250,8 +257,8 @@ def multi30k() -> list[Row]:
     size = config.data.batch_size
     batches = [
         {
-            "inputs": rng.integers(3, cfg.vocab_size, (size, input_len), dtype=np.int32),
-            "targets": rng.integers(3, cfg.vocab_size, (size, target_len), dtype=np.int32),
+            "inputs": random_tokens(rng, cfg, (size, input_len)),
+            "targets": random_tokens(rng, cfg, (size, target_len)),
             "example_weights": np.ones(size, np.float32),
         }
         for _ in range(4)

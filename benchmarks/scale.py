@@ -15,6 +15,7 @@ import time
 import jax
 import numpy as np
 
+from benchmarks.timing import random_tokens
 from transformer_jax.config import (
     AttentionConfig,
     FeedForwardConfig,
@@ -42,7 +43,7 @@ def setup(layers: int, *, batch: int, seq: int, d_model: int, **fields):
     )
     model = build_model(cfg)
     optimizer = make_optimizer(TrainConfig(), cfg.d_model)
-    targets = np.random.default_rng(0).integers(3, 256, size=(batch, seq)).astype(np.int32)
+    targets = random_tokens(np.random.default_rng(0), cfg, (batch, seq), dtype=np.int64)
     data = {"targets": targets, "example_weights": np.ones(batch, np.float32)}
     state = jax.eval_shape(lambda: steps.init_state(model, optimizer, data, jax.random.key(0)))
     step = functools.partial(steps.train_step, model=model, optimizer=optimizer, label_smoothing=0)

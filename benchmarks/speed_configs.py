@@ -10,8 +10,8 @@
               1e-6 (38.6 M more parameters: a second 768 x 50,304 matrix).
 
 small and medium have an untied output layer and epsilon 1e-6, GPT-2's other choices (pre-norm,
-GELU, learned positions, dense biases) but not its tied output. All train with AdamW, a cosine
-schedule and global-norm clipping, as `configs/char_lm.py`; any
+GELU, learned positions, dense biases) but neither its tied output nor its epsilon 1e-5. All
+train with AdamW, a cosine schedule and global-norm clipping, as `configs/char_lm.py`; any
 field can be overridden on the command line (--config.model.norm.kind=rmsnorm,
 --config.batch_size=8).
 """

@@ -32,12 +32,22 @@ def typed_configs(config) -> tuple[ModelConfig, TrainConfig]:
     )
 
 
+def random_tokens(rng, cfg: ModelConfig, shape, dtype=np.int32) -> np.ndarray:
+    """int32 ids of `shape` drawn uniformly from the vocabulary less `cfg.tokens`' special ids
+    (no padding, BOS or EOS). With the datasets' ids (PAD 0, BOS 1, EOS 2) the draws are
+    `rng.integers(3, V, shape, dtype)`'s."""
+    special = [i for i in (cfg.tokens.pad, cfg.tokens.bos, cfg.tokens.eos) if i is not None]
+    ordinary = np.setdiff1d(np.arange(cfg.vocab_size), special).astype(np.int32)
+    return ordinary[rng.integers(0, len(ordinary), shape, dtype=dtype)]
+
+
 def synthetic_batches(cfg: ModelConfig, batch_size: int, seq_len: int, count: int):
-    """`count` batches of random tokens (ids 3..V-1: no padding, BOS or EOS), as numpy arrays."""
+    """`count` batches of random tokens (`random_tokens`: no padding, BOS or EOS), as numpy
+    arrays."""
     rng = np.random.default_rng(0)
     return [
         {
-            "targets": rng.integers(3, cfg.vocab_size, (batch_size, seq_len), dtype=np.int32),
+            "targets": random_tokens(rng, cfg, (batch_size, seq_len)),
             "example_weights": np.ones(batch_size, np.float32),
         }
         for _ in range(count)
@@ -169,6 +179,7 @@ class TorchRunner:
         from benchmarks import torch_reference
 
         self.torch = torch
+        self.tokens = cfg.tokens
         self.device = "cuda" if jax.devices()[0].platform == "gpu" else "cpu"
         self.model = torch_reference.DecoderOnly(cfg)
         torch_reference.load_jax_params(self.model, jax.device_get(jax_runner.state.params))
@@ -183,7 +194,7 @@ class TorchRunner:
     def _compare_logits(self, jax_runner: JaxRunner, batch) -> float:
         """Largest |logit difference| of the two models on one batch, without dropout."""
         params = {"params": jax_runner.state.params}
-        args, kwargs = FAMILIES["decoder_only"].inputs(batch)
+        args, kwargs = FAMILIES["decoder_only"].inputs(batch, self.tokens)
         expected = np.asarray(jax_runner.model.apply(params, *args, **kwargs), np.float32)
         self.model.eval()
         with self.torch.no_grad():
@@ -195,7 +206,7 @@ class TorchRunner:
 
     def step(self, batch) -> float:
         start = time.perf_counter()
-        args, _ = FAMILIES["decoder_only"].inputs(batch)
+        args, _ = FAMILIES["decoder_only"].inputs(batch, self.tokens)
         inputs, targets = self._tensor(args[0]), self._tensor(batch["targets"])
         with self.torch.autocast(self.device, self.torch.bfloat16, enabled=self.autocast):
             loss = self.train_step(inputs, targets)

@@ -242,13 +242,18 @@ def make_train_step(model: DecoderOnly, optimizer, train_config: TrainConfig):
     learning_rates = np.asarray(jax.vmap(schedule)(np.arange(train_config.steps)))
     clip = train_config.grad_clip_norm
     count = 0
+    # The model's PAD is no target, as in the JAX loss; without one, -100 (no id) ignores none.
+    pad = model.cfg.tokens.pad
+    ignored = -100 if pad is None else pad
 
     def step(inputs_BT, targets_BT):
         nonlocal count
         for group in optimizer.param_groups:
             group["lr"] = float(learning_rates[min(count, len(learning_rates) - 1)])
         logits = model(inputs_BT)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets_BT.flatten(), ignore_index=0)
+        loss = F.cross_entropy(
+            logits.flatten(0, 1).float(), targets_BT.flatten(), ignore_index=ignored
+        )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if clip > 0:

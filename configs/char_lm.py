@@ -5,9 +5,10 @@
 
 The default corpus is the one text every Python installation ships: the documentation topics
 of `pydoc` (pydoc_data/topics.py, ~750 KB of English prose in string literals), so the command
-runs anywhere without a download. Pre-norm, GELU, learned positions and unscaled embeddings as
-in GPT-2, but an untied output layer (GPT-2 ties it to the token table) and LayerNorm epsilon
-1e-6 (GPT-2: 1e-5); 90% of the characters train, the next 5% validate, the last 5% test.
+runs anywhere without a download. Pre-norm, GELU (tanh), learned positions and unscaled
+embeddings as in GPT-2, but an untied output layer with a bias (GPT-2 ties it to the token table,
+without a bias) and LayerNorm epsilon 1e-6 (GPT-2: 1e-5); 90% of the characters train, the next
+5% validate, the last 5% test.
 """
 
 import pydoc_data

@@ -10,6 +10,7 @@ import platform
 import sys
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from optional_packages import require
@@ -86,7 +87,7 @@ def test_pytorch_reference_is_the_same_model_and_optimizer():
     )
     for batch in batches:
         state, metrics = jax_step(state, batch)
-        args, _ = family_of(cfg).inputs(batch)
+        args, _ = family_of(cfg).inputs(batch, cfg.tokens)
         inputs, targets = (
             torch.tensor(np.asarray(x), dtype=torch.long) for x in (args[0], batch["targets"])
         )
@@ -110,6 +111,41 @@ def test_unsupported_pytorch_configs_name_the_field():
         torch_reference.DecoderOnly(
             cfg.override({"positional.kind": "learned", "universal.steps": 2})
         )
+
+
+# A model whose tokenizer has PAD 5, no BOS and EOS 7 (id 0 is a real token).
+OTHER_IDS = {"tokens.pad_id": 5, "tokens.bos_id": -1, "tokens.eos_id": 7}
+
+
+def test_synthetic_tokens_and_decoding_skip_the_models_own_special_ids():
+    from benchmarks.decode_speed import without_eos
+
+    _, cfg, _ = tiny(OTHER_IDS)
+    (batch,) = synthetic_batches(cfg, 64, 32, count=1)
+    assert not np.isin(batch["targets"], [5, 7]).any()
+    assert np.isin([0, 1, 2, 3], batch["targets"]).all()  # ordinary ids here
+    (batch,) = synthetic_batches(tiny()[1], 64, 32, count=1)
+    assert batch["targets"].min() == 3  # the datasets' PAD 0, BOS 1, EOS 2: none drawn
+    step = without_eos(lambda cache, ids_B: (jnp.zeros((2, 256)), cache), cfg.tokens)
+    logits = np.asarray(step(None, jnp.zeros(2, jnp.int32))[0])
+    assert np.isneginf(logits[:, 7]).all() and np.isfinite(np.delete(logits, 7, axis=1)).all()
+
+
+def test_pytorch_reference_loss_ignores_the_models_pad():
+    torch = import_torch()
+    from benchmarks import torch_reference
+
+    _, cfg, train_config = tiny(OTHER_IDS)
+    reference = torch_reference.DecoderOnly(cfg)
+    optimizer = torch_reference.make_optimizer(reference, train_config)
+    step = torch_reference.make_train_step(reference, optimizer, train_config)
+    inputs = torch.tensor([[0, 3, 4, 0, 6, 8]])
+    targets = torch.tensor([[3, 4, 0, 7, 5, 5]])  # id 0 a real target, PAD 5 at the end
+    with torch.no_grad():
+        logits = reference(inputs).float()
+    real = targets != 5
+    expected = torch.nn.functional.cross_entropy(logits[real], targets[real]).item()
+    assert step(inputs, targets).item() == pytest.approx(expected, rel=1e-5)
 
 
 def test_reuse_freed_memory_applies_with_glibc():

@@ -64,7 +64,8 @@ def test_decoded_lines_follow_the_examples_whatever_the_batching(strategy):
     tokenizer = CharTokenizer("abcdefghij")  # ids 3..12 (vocab_size 13)
     rng = np.random.default_rng(0)
     sources = [rng.integers(3, 13, size=rng.integers(1, 5)) for _ in range(5)]
-    rows = [seq2seq_row(s, [3], 5, 6) for s in sources]
+    ids = {"pad_id": tokenizer.pad_id, "eos_id": tokenizer.eos_id}
+    rows = [seq2seq_row(s, [3], 5, 6, **ids) for s in sources]
     variables = model.init(
         jax.random.PRNGKey(1), jnp.ones((1, 5), jnp.int32), jnp.ones((1, 6), jnp.int32)
     )

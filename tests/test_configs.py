@@ -45,7 +45,7 @@ def test_config_file_loads_and_builds_its_model(name, arg):
     TrainConfig.from_dict(config.train.to_dict())
     cfg = typed_model(config)
     model = build_model(cfg)
-    args, kwargs = FAMILIES[cfg.family].inputs(sample_inputs(cfg))
+    args, kwargs = FAMILIES[cfg.family].inputs(sample_inputs(cfg), cfg.tokens)
     shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), *args, **kwargs))
     assert jax.tree.leaves(shapes["params"])
     if arg.endswith("quick"):

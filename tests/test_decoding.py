@@ -11,6 +11,7 @@ from tiny_configs import tiny_model
 
 from transformer_jax import decoding
 from transformer_jax.analysis.tokens import encode
+from transformer_jax.config import DATASET_TOKENS as DATA  # the datasets' PAD 0, BOS 1, EOS 2
 from transformer_jax.data.info import BOS_ID, EOS_ID
 from transformer_jax.data.tokenizers import CharTokenizer
 from transformer_jax.families import FAMILIES, check_decodable
@@ -199,9 +200,9 @@ def test_length_penalty_is_gnmt_formula():
 def test_beam_search_beats_greedy_on_a_constructed_model(alpha):
     table = bigram_table()
     prompt = jnp.zeros((1, 0), jnp.int32)
-    greedy = decoding.left_to_right(bigram_step(table), (), prompt, max_new_tokens=5)
+    greedy = decoding.left_to_right(bigram_step(table), (), prompt, max_new_tokens=5, tokens=DATA)
     beam, score = decoding.beam_search(
-        bigram_step(table), (), prompt, beam_size=2, alpha=alpha, max_new_tokens=5
+        bigram_step(table), (), prompt, beam_size=2, alpha=alpha, max_new_tokens=5, tokens=DATA
     )
     greedy, beam = np.asarray(greedy[0]).tolist(), np.asarray(beam[0]).tolist()
     assert greedy == [3, 5, EOS_ID, 0, 0]
@@ -216,9 +217,9 @@ def test_beam_search_beats_greedy_on_a_constructed_model(alpha):
 def test_beam_of_one_is_greedy(alpha):
     table = jax.random.normal(jax.random.PRNGKey(1), (VOCAB, VOCAB)) * 2.0
     prompt = jnp.array([[3, 4], [5, 0]], jnp.int32)
-    greedy = decoding.left_to_right(bigram_step(table), (), prompt, max_new_tokens=6)
+    greedy = decoding.left_to_right(bigram_step(table), (), prompt, max_new_tokens=6, tokens=DATA)
     beam, _ = decoding.beam_search(
-        bigram_step(table), (), prompt, beam_size=1, alpha=alpha, max_new_tokens=6
+        bigram_step(table), (), prompt, beam_size=1, alpha=alpha, max_new_tokens=6, tokens=DATA
     )
     np.testing.assert_array_equal(beam, greedy)
 
@@ -243,7 +244,7 @@ def test_beam_scores_match_a_full_forward_pass():
         )
         prompt = jnp.zeros((2, 0), jnp.int32)
         return decoding.beam_search(
-            step, cache, prompt, beam_size=beams, alpha=alpha, max_new_tokens=8
+            step, cache, prompt, beam_size=beams, alpha=alpha, max_new_tokens=8, tokens=DATA
         )
 
     tokens, scores = search(variables)
@@ -268,23 +269,23 @@ def test_decoding_stops_at_eos_and_pads():
         fed.append(ids_B)
         return table[ids_B], cache
 
-    tokens = decoding.left_to_right(bigram_step(table), (), prompt, max_new_tokens=6)
+    tokens = decoding.left_to_right(bigram_step(table), (), prompt, max_new_tokens=6, tokens=DATA)
     np.testing.assert_array_equal(tokens[0], [3, 5, EOS_ID, 0, 0, 0, 0])
     np.testing.assert_array_equal(tokens[1], [4, EOS_ID, 0, 0, 0, 0, 0])
     # The loop ends once every row has finished: 3 steps, not 7 (run eagerly to count them).
     with jax.disable_jit():
-        decoding.left_to_right(recording_step, (), prompt, max_new_tokens=6)
+        decoding.left_to_right(recording_step, (), prompt, max_new_tokens=6, tokens=DATA)
     assert len(fed) == 3
 
 
 def test_top_k_one_sampling_is_greedy():
     table = jax.random.normal(jax.random.PRNGKey(2), (VOCAB, VOCAB)) * 3.0
     prompt = jnp.array([[3], [7]], jnp.int32)
-    greedy = decoding.left_to_right(bigram_step(table), (), prompt, max_new_tokens=8)
+    greedy = decoding.left_to_right(bigram_step(table), (), prompt, max_new_tokens=8, tokens=DATA)
     top_1 = functools.partial(decoding.sample, temperature=2.0, top_k=1)
     sampled = jax.jit(
         lambda rng: decoding.left_to_right(
-            bigram_step(table), (), prompt, max_new_tokens=8, choose=top_1, rng=rng
+            bigram_step(table), (), prompt, max_new_tokens=8, tokens=DATA, choose=top_1, rng=rng
         )
     )
     for seed in range(3):
@@ -327,9 +328,12 @@ def test_generation_accuracy_is_exact_match():
     assert [float(x) for x in metric(weighted)["gen_seq_accuracy"]] == [1.0, 1.0]
     # Greedy decoding reproduces a target exactly when teacher forcing predicts every target
     # token (PAD and BOS excluded, as in decoding), so the two exact-match rates agree.
-    logits = model.apply(variables, *FAMILIES["encoder_decoder"].inputs(batch)[0])
+    logits = model.apply(variables, *FAMILIES["encoder_decoder"].inputs(batch, DATA)[0])
     logits = logits.at[..., jnp.array([0, BOS_ID])].set(-jnp.inf)
-    assert float(losses.sequence_accuracy(logits, wrong, batch["example_weights"])[0]) == 1.0
+    weights = losses.weights_from_targets(wrong, DATA.pad)
+    assert (
+        float(losses.sequence_accuracy(logits, wrong, batch["example_weights"], weights)[0]) == 1.0
+    )
 
 
 def test_output_length_defaults_and_limits():

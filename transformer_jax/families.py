@@ -16,23 +16,17 @@ from typing import Any
 import jax.numpy as jnp
 
 from transformer_jax.registry import Registry
-from transformer_jax.tokens import DATASET_TOKENS
+from transformer_jax.tokens import TokenConfig
 
 FAMILIES: Registry["Family"] = Registry("model.family")
 
 
-def _tokens_or_default(tokens):
-    """`tokens` (a TokenConfig), or the datasets' convention for callers that pass none."""
-    return DATASET_TOKENS if tokens is None else tokens
-
-
-def shift_right(targets_BT, segment_ids_BT=None, tokens=None):
+def shift_right(targets_BT, segment_ids_BT=None, *, tokens: TokenConfig):
     """Teacher forcing: the decoder reads BOS, y_1, ..., y_{T-1} (NTHU slides 55-56).
 
-    `tokens` (config.TokenConfig, default the datasets' convention) names BOS and PAD; it must
-    have a BOS. With packed documents each document starts again from BOS.
+    `tokens` (the model's `model.tokens`) names BOS and PAD; it must have a BOS. With packed
+    documents each document starts again from BOS.
     """
-    tokens = _tokens_or_default(tokens)
     bos = tokens.bos
     if bos is None:
         raise ValueError("shift_right needs a BOS to read first; model.tokens.bos_id=-1 (none)")
@@ -72,34 +66,32 @@ class Family:
     def accuracy_name(self) -> str:
         return "accuracy" if self.classifier else "token_accuracy"
 
-    def inputs(self, batch, tokens=None) -> tuple[tuple, dict]:
+    def inputs(self, batch, tokens: TokenConfig) -> tuple[tuple, dict]:
         """The positional and keyword arguments of the module's __call__ for a batch.
 
-        `tokens`: the model's config.TokenConfig (default the datasets' convention). Without a
-        BOS a decoder-only model reads y_1, ..., y_{T-1} and predicts y_2, ..., y_T (`targets`),
-        as it decodes: from the prompt's first token, nothing before it.
+        `tokens`: the model's `model.tokens` (its BOS and PAD). Without a BOS a decoder-only
+        model reads y_1, ..., y_{T-1} and predicts y_2, ..., y_T (`targets`), as it decodes:
+        from the prompt's first token, nothing before it.
         """
         if self.classifier:
             return (batch["inputs"],), {}
-        tokens = _tokens_or_default(tokens)
         segments_BT = batch.get("targets_segment_ids")
         positions_BT = batch.get("targets_positions")
         if tokens.bos is None:  # decoder-only (an encoder-decoder needs a BOS: check)
             decoder_inputs_BT = batch["targets"][:, :-1]
             segments_BT, positions_BT = _all_but_last(segments_BT), _all_but_last(positions_BT)
         else:
-            decoder_inputs_BT = shift_right(batch["targets"], segments_BT, tokens)
+            decoder_inputs_BT = shift_right(batch["targets"], segments_BT, tokens=tokens)
         if self.decodes == "source":
             return (batch["inputs"], decoder_inputs_BT), {}
         return (decoder_inputs_BT,), {"segment_ids_BT": segments_BT, "positions_BT": positions_BT}
 
-    def targets(self, batch, tokens=None):
+    def targets(self, batch, tokens: TokenConfig):
         """What the logits of `inputs` predict, (B, T') int, and their loss weights (B, T')
-        float32: the tokens that are not PAD (all of them without a PAD id), of real examples
-        (`example_weights`), and where the batch has "targets_weights", of those. Without a
-        BOS, T' = T - 1: a sequence's first token (a packed document's too) is read, never
-        predicted."""
-        tokens = _tokens_or_default(tokens)
+        float32: the tokens that are not `tokens`' PAD (all of them without a PAD id), of real
+        examples (`example_weights`), and where the batch has "targets_weights", of those.
+        Without a BOS, T' = T - 1: a sequence's first token (a packed document's too) is read,
+        never predicted."""
         targets_BT = batch["targets"]
         weights_BT = tokens.valid(targets_BT).astype(jnp.float32)
         weights_BT = weights_BT * batch["example_weights"][:, None]

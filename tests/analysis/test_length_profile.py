@@ -58,15 +58,18 @@ def test_profile_accuracy_equals_the_trainer_metric(run):
     assert profile.accuracy_T.shape == (10,) and profile.alignment_T.shape == (9,)
     assert ((profile.accuracy_T >= 0) & (profile.accuracy_T <= 1)).all()
     examples = length_profile.examples_of_length(run.config.data, 9, 20, seed=3)
-    batch = stack([seq2seq_row(x, y, 9, 10) for x, y in examples])
-    args, kwargs = family_of(run.model_config).inputs(batch)
+    tokens = run.model_config.tokens
+    batch = stack(
+        [seq2seq_row(x, y, 9, 10, pad_id=tokens.pad, eos_id=tokens.eos) for x, y in examples]
+    )
+    args, kwargs = family_of(run.model_config).inputs(batch, tokens)
     logits = run.model.apply(run.variables, *args, train=False, **kwargs)
-    weights = (batch["targets"] != 0).astype(np.float32)
+    weights = losses.weights_from_targets(batch["targets"], tokens.pad)
     correct, count = losses.token_accuracy(logits, jnp.asarray(batch["targets"]), weights)
     np.testing.assert_allclose(profile.token_accuracy, correct / count, rtol=1e-6)
     np.testing.assert_allclose(profile.accuracy_T.mean(), correct / count, rtol=1e-6)
     exact, num = losses.sequence_accuracy(
-        logits, jnp.asarray(batch["targets"]), jnp.asarray(batch["example_weights"])
+        logits, jnp.asarray(batch["targets"]), jnp.asarray(batch["example_weights"]), weights
     )
     np.testing.assert_allclose(profile.seq_accuracy, exact / num, rtol=1e-6)
 
@@ -78,7 +81,8 @@ def test_universal_act_profile_reports_ponder_per_position():
     )
     model = build_model(config)
     batch = family_of(config).example_batch(config)
-    params = model.init(jax.random.PRNGKey(0), *family_of(config).inputs(batch)[0])["params"]
+    args = family_of(config).inputs(batch, config.tokens)[0]
+    params = model.init(jax.random.PRNGKey(0), *args)["params"]
     data = ml_collections.ConfigDict({"name": "reverse", "variant": "t2t", "max_len": 4})
     fake_run = types.SimpleNamespace(
         config=ml_collections.ConfigDict({"data": data}),

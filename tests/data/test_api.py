@@ -46,7 +46,8 @@ class CountData:
 
     def _row(self, start: int) -> dict[str, np.ndarray]:
         ids = np.arange(start, start + self._length) + NUM_SPECIAL_IDS
-        return {"targets": pad(with_eos(ids), self._length + 1)}
+        targets = with_eos(ids, self.info.eos_id)
+        return {"targets": pad(targets, self._length + 1, self.info.pad_id)}
 
     def train_dataset(self, *, seed: int, batch_size: int) -> grain.IterDataset:
         def make_batch(starts):

@@ -296,7 +296,7 @@ def test_the_example_batch_builds_the_parameters_of_a_data_batch(cfg):
     model = build_model(cfg)
 
     def shapes(batch):
-        args, kwargs = family.inputs(batch)
+        args, kwargs = family.inputs(batch, cfg.tokens)
         init = lambda: model.init(jax.random.PRNGKey(0), *args, **kwargs)  # noqa: E731
         return jax.tree.map(lambda x: x.shape, jax.eval_shape(init)["params"])
 

@@ -55,7 +55,7 @@ def test_dropout_masks_come_from_fold_in_of_the_run_key_and_step():
     """Two steps' losses equal the model applied with the dropout key fold_in(state.rng, step)
     under the threefry scheme one device uses (train.threefry="auto": sequential)."""
     model, state, batch, step = setup({"dropout_rate": 0.3})
-    args, kwargs = family_of(model.config).inputs(batch)
+    args, kwargs = family_of(model.config).inputs(batch, model.config.tokens)
     for _ in range(2):
         key = jax.random.fold_in(state.rng, state.step)
         with jax.threefry_partitionable(False):

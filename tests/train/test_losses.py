@@ -7,6 +7,8 @@ import pytest
 
 from transformer_jax.train import losses
 
+PAD = 0  # the datasets' PAD (the tokenizers' pad_id)
+
 
 def _log_softmax(x):
     x = x - x.max(-1, keepdims=True)
@@ -23,14 +25,14 @@ def _batch(seed=0, b=3, length=5, vocab=7):
 
 
 def test_weights_from_targets():
-    weights = losses.weights_from_targets(jnp.array([[5, 2, 0, 0], [1, 0, 3, 0]]))
+    weights = losses.weights_from_targets(jnp.array([[5, 2, 0, 0], [1, 0, 3, 0]]), PAD)
     assert weights.dtype == jnp.float32
     np.testing.assert_array_equal(weights, [[1, 1, 0, 0], [1, 0, 1, 0]])
 
 
 def test_no_smoothing_is_negative_log_softmax_at_target():
     logits, targets = _batch()
-    weights = np.asarray(losses.weights_from_targets(targets))
+    weights = np.asarray(losses.weights_from_targets(targets, PAD))
     loss_sum, weight_sum = losses.cross_entropy(logits, targets, weights, 0.0)
     nll = -np.take_along_axis(_log_softmax(logits), targets[..., None], -1)[..., 0]
     np.testing.assert_allclose(loss_sum, (nll * weights).sum(), rtol=1e-5)
@@ -39,7 +41,7 @@ def test_no_smoothing_is_negative_log_softmax_at_target():
 
 def test_masked_positions_contribute_nothing():
     logits, targets = _batch()
-    weights = losses.weights_from_targets(targets)
+    weights = losses.weights_from_targets(targets, PAD)
     perturbed = np.where((np.asarray(weights) == 0)[..., None], 1e4, logits)
     for smoothing in (0.0, 0.1):
         a = losses.cross_entropy(logits, targets, weights, smoothing)
@@ -51,7 +53,7 @@ def test_masked_positions_contribute_nothing():
 def test_label_smoothing_is_kl_to_smoothed_targets(smoothing):
     logits, targets = _batch(seed=1)
     vocab = logits.shape[-1]
-    weights = np.asarray(losses.weights_from_targets(targets))
+    weights = np.asarray(losses.weights_from_targets(targets, PAD))
     q = np.full(logits.shape, smoothing / (vocab - 1))
     np.put_along_axis(q, targets[..., None], 1 - smoothing, -1)
     kl = (q * (np.log(q) - _log_softmax(logits))).sum(-1)
@@ -64,7 +66,7 @@ def test_label_smoothing_is_kl_to_smoothed_targets(smoothing):
 
 def test_float32_for_bfloat16_logits_and_jittable():
     logits, targets = _batch()
-    weights = losses.weights_from_targets(targets)
+    weights = losses.weights_from_targets(targets, PAD)
     f = jax.jit(losses.cross_entropy, static_argnums=3)
     loss16, count = f(jnp.asarray(logits, jnp.bfloat16), targets, weights, 0.1)
     loss32, _ = losses.cross_entropy(
@@ -89,7 +91,7 @@ def test_classification_cross_entropy_and_accuracy_with_example_weights():
 
 def test_token_accuracy_counts_only_weighted_positions():
     logits, targets = _batch(seed=3)
-    weights = np.asarray(losses.weights_from_targets(targets))
+    weights = np.asarray(losses.weights_from_targets(targets, PAD))
     correct, total = losses.token_accuracy(logits, targets, weights)
     assert float(correct) == ((logits.argmax(-1) == targets) * weights).sum()
     assert float(total) == weights.sum()
@@ -113,13 +115,16 @@ def test_sequence_accuracy_exact_match_over_non_pad_positions():
     predictions[0, 3] = 5
     predictions[1, 2] = 4
     example_weights = np.array([1, 1, 1, 0], np.float32)
+    weights = losses.weights_from_targets(targets, PAD)
     correct, count = losses.sequence_accuracy(
-        _one_hot_logits(predictions), targets, example_weights
+        _one_hot_logits(predictions), targets, example_weights, weights
     )
     assert (float(correct), float(count)) == (2.0, 3.0)
     # A padding example that is wrong changes nothing either.
     predictions[3, 0] = 4
-    again = losses.sequence_accuracy(_one_hot_logits(predictions), targets, example_weights)
+    again = losses.sequence_accuracy(
+        _one_hot_logits(predictions), targets, example_weights, weights
+    )
     assert (float(again[0]), float(again[1])) == (2.0, 3.0)
 
 
@@ -127,7 +132,7 @@ def test_sequence_accuracy_exact_match_over_non_pad_positions():
 def test_bad_label_smoothing_raises(smoothing):
     logits, targets = _batch()
     with pytest.raises(ValueError, match="label_smoothing"):
-        losses.cross_entropy(logits, targets, losses.weights_from_targets(targets), smoothing)
+        losses.cross_entropy(logits, targets, losses.weights_from_targets(targets, PAD), smoothing)
 
 
 def test_shape_mismatch_raises():
@@ -137,4 +142,5 @@ def test_shape_mismatch_raises():
     with pytest.raises(ValueError, match="weights.shape"):
         losses.token_accuracy(logits, targets, np.ones((3,), np.float32))
     with pytest.raises(ValueError, match="example_weights"):
-        losses.sequence_accuracy(logits, targets, np.ones((3, 5), np.float32))
+        weights = losses.weights_from_targets(targets, PAD)
+        losses.sequence_accuracy(logits, targets, np.ones((3, 5), np.float32), weights)

@@ -16,6 +16,7 @@ import pytest
 from train_fixtures import dotted, read_metrics, tiny_config
 
 from transformer_jax import run_dir
+from transformer_jax.config import DATASET_TOKENS as DATA
 from transformer_jax.data import registry
 from transformer_jax.families import shift_right
 from transformer_jax.train.checkpoint import Checkpointer
@@ -32,10 +33,10 @@ EVERY_STEP = {"log_every": 2, "eval_every": 2, "checkpoint_every": 2}
 
 def test_shift_right_is_teacher_forcing():
     targets = jnp.array([[5, 6, 7, 2, 0, 0]])
-    np.testing.assert_array_equal(shift_right(targets), [[1, 5, 6, 7, 0, 0]])
+    np.testing.assert_array_equal(shift_right(targets, tokens=DATA), [[1, 5, 6, 7, 0, 0]])
     packed = jnp.array([[5, 6, 2, 8, 2, 0]])
     segments = jnp.array([[1, 1, 1, 2, 2, 0]])
-    np.testing.assert_array_equal(shift_right(packed, segments), [[1, 5, 6, 1, 8, 0]])
+    np.testing.assert_array_equal(shift_right(packed, segments, tokens=DATA), [[1, 5, 6, 1, 8, 0]])
 
 
 def test_trains_logs_and_summarises(tmp_path):

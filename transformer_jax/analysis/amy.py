@@ -16,6 +16,7 @@ encoder-decoder run is used instead, its own tokenizer reading one token per wor
 """
 
 import dataclasses
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -25,8 +26,7 @@ from absl import app, flags, logging
 from transformer_jax.analysis.figures import new_figure, save_png
 from transformer_jax.analysis.flags import define_common_flags
 from transformer_jax.commands import one_line_errors, parse_flags
-from transformer_jax.config import AttentionConfig, FeedForwardConfig, ModelConfig
-from transformer_jax.data.info import NUM_SPECIAL_IDS
+from transformer_jax.config import AttentionConfig, FeedForwardConfig, ModelConfig, TokenConfig
 from transformer_jax.layers.positional import ENCODINGS
 from transformer_jax.models import build_model
 
@@ -86,9 +86,12 @@ def random_shuffle(words: list[str], seed: int) -> list[str]:
     return [words[i] for i in perm]
 
 
-def word_vocabulary(words: list[str]) -> dict[str, int]:
-    """Each distinct word -> an id from 3 (ids 0-2 are PAD, BOS, EOS), in sorted order."""
-    return {w: NUM_SPECIAL_IDS + k for k, w in enumerate(sorted(set(words)))}
+def word_vocabulary(words: list[str], tokens: TokenConfig) -> dict[str, int]:
+    """Each distinct word -> an id, in sorted order, skipping `tokens`' special ids (a PAD
+    would be masked out): from 3 with the datasets' PAD 0, BOS 1, EOS 2."""
+    special = {tokens.pad, tokens.bos, tokens.eos}
+    ids = (i for i in itertools.count() if i not in special)
+    return {w: next(ids) for w in sorted(set(words))}
 
 
 def encoder_outputs(model, variables, ids_T: np.ndarray) -> np.ndarray:
@@ -140,10 +143,13 @@ def amy(
 
 def random_encoder(words: list[str], positional: str, seed: int = 0):
     """Token ids of `words` in their own vocabulary, a random encoder config and its weights."""
-    vocab = word_vocabulary(words)
+    tokens = RANDOM_ENCODER.tokens
+    vocab = word_vocabulary(words, tokens)
+    # The words' ids and the special ones (3 + words with the datasets' ids).
+    used = [*vocab.values(), *(i for i in (tokens.pad, tokens.bos, tokens.eos) if i is not None)]
     config = RANDOM_ENCODER.override(
         {
-            "vocab_size": NUM_SPECIAL_IDS + len(vocab),
+            "vocab_size": max(used) + 1,
             "positional.max_len": max(len(words), 2),
             "positional.kind": positional,
         }

@@ -123,7 +123,7 @@ def profile_length(run, length: int, num_examples: int, seed: int) -> LengthProf
     )
     for start in range(0, num_examples, _CHUNK):
         rows = [
-            seq2seq_row(x, y, input_len, target_len, tokens.eos)
+            seq2seq_row(x, y, input_len, target_len, pad_id=tokens.pad, eos_id=tokens.eos)
             for x, y in examples[start : start + _CHUNK]
         ]
         batch = stack(rows, _CHUNK)

@@ -2,7 +2,9 @@
 
 Tasks follow the Universal Transformer paper (Dehghani et al., 2019, Sec. 3.3: copy, reverse,
 addition) and the "arithmetic as a language" homework (NTHU): `addition` maps "123+45" to
-"168". Token ids exclude EOS; the pipeline appends it.
+"168". Token ids exclude EOS; the pipeline appends it. Symbol k of a task's alphabet is the id
+the task's tokenizer, a CharTokenizer of that alphabet, gives it (`CharTokenizer.FIRST_ID + k`):
+the examples are written in its vocabulary layout, which declares the special ids below it.
 
 Two variants (`data.variant`): "default", the layout above, and "t2t", the generators of
 tensor2tensor's algorithmic_{identity,reverse,addition}_decimal40 problems that the UT paper
@@ -13,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from transformer_jax.data.info import NUM_SPECIAL_IDS
+from transformer_jax.data.tokenizers import CharTokenizer
 
 Task = Literal["copy", "reverse", "sort", "addition"]
 TASKS: tuple[str, ...] = ("copy", "reverse", "sort", "addition")
@@ -21,7 +23,8 @@ VARIANTS = ("default", "t2t")
 T2T_TASKS = ("copy", "reverse", "addition")  # tensor2tensor's identity, reverse, addition
 
 ADDITION_ALPHABET = "0123456789+"  # digit d is token id 3 + d, "+" is id 13.
-_PLUS_ID = NUM_SPECIAL_IDS + 10
+_FIRST_ID = CharTokenizer.FIRST_ID  # the id of an alphabet's first symbol
+_PLUS_ID = _FIRST_ID + ADDITION_ALPHABET.index("+")
 
 Example = tuple[np.ndarray, np.ndarray]  # (inputs int32 [Li], targets int32 [Lt])
 
@@ -43,7 +46,7 @@ def _symbol_examples(
     task: Task, rng: np.random.Generator, n: int, min_len: int, max_len: int, num_symbols: int
 ) -> list[Example]:
     lengths = rng.integers(min_len, max_len + 1, size=n)
-    tokens_EL = rng.integers(0, num_symbols, size=(n, max_len)).astype(np.int32) + NUM_SPECIAL_IDS
+    tokens_EL = rng.integers(0, num_symbols, size=(n, max_len)).astype(np.int32) + _FIRST_ID
     examples = []
     for row, length in zip(tokens_EL, lengths, strict=True):
         x = row[:length]
@@ -104,9 +107,9 @@ def _addition_examples(
 
     examples = []
     for i in range(n):
-        a = a_EL[i, : a_len[i]][::-1] + NUM_SPECIAL_IDS  # most significant digit first
-        b = b_EL[i, : b_len[i]][::-1] + NUM_SPECIAL_IDS
-        s = sum_EL[i, : sum_len[i]] + NUM_SPECIAL_IDS  # least significant digit first
+        a = a_EL[i, : a_len[i]][::-1] + _FIRST_ID  # most significant digit first
+        b = b_EL[i, : b_len[i]][::-1] + _FIRST_ID
+        s = sum_EL[i, : sum_len[i]] + _FIRST_ID  # least significant digit first
         x = np.concatenate([a, [_PLUS_ID], b]).astype(np.int32)
         y = (s if reverse_answer else s[::-1]).astype(np.int32)
         examples.append((x, y))
@@ -152,9 +155,9 @@ def _t2t_addition_examples(
     examples = []
     for i in range(n):
         a, b = a_EL[i, : a_len[i]], b_EL[i, : b_len[i]]
-        x = np.concatenate([a + NUM_SPECIAL_IDS, [_PLUS_ID], b + NUM_SPECIAL_IDS])
+        x = np.concatenate([a + _FIRST_ID, [_PLUS_ID], b + _FIRST_ID])
         examples.append(
-            (x.astype(np.int32), (sum_EL[i, : sum_len[i]] + NUM_SPECIAL_IDS).astype(np.int32))
+            (x.astype(np.int32), (sum_EL[i, : sum_len[i]] + _FIRST_ID).astype(np.int32))
         )
     return examples
 

@@ -1,7 +1,8 @@
 """The algorithmic seq2seq datasets (copy, reverse, sort, addition) behind the public API.
 
-Batches (contract): "inputs" int32 [B, max_input_len] (symbols, 0-padded, no BOS/EOS),
-"targets" int32 [B, max_target_len] (answer, EOS, 0-padding), "example_weights" float32 [B].
+Batches (contract): "inputs" int32 [B, max_input_len] (symbols, PAD-padded, no BOS/EOS),
+"targets" int32 [B, max_target_len] (answer, EOS, PAD), "example_weights" float32 [B]; PAD and
+EOS are the task's tokenizer's.
 With data.layout="prompt" (an "lm" dataset for decoder-only models) there are no "inputs":
 "targets" holds inputs, "=", answer, EOS and "targets_weights" float32 [B, max_target_len] marks
 the answer and its EOS, the only tokens scored.
@@ -220,17 +221,20 @@ class AlgorithmicData:
             **special_ids(tokenizer),
             train_lengths_vary=self._bucketed,
         )
+        # What rows are padded and ended with (the tokenizer's PAD and EOS), and the prompt
+        # layout's separator (its id in the tokenizer).
+        self._ids = {"pad_id": self.info.pad_id, "eos_id": self.info.eos_id}
+        self._separator = tokenizer.encode(PROMPT_SEPARATOR)[0] if self._prompt else None
 
     def _rows(self, examples: Sequence[dict[str, Any]], split: str) -> list:
         input_len, target_len = self.info.padded_lengths(split)
         if self._prompt:
-            separator = self.info.vocab_size - 1  # the alphabet's last symbol
             return [
-                prompt_row(ex["inputs"], ex["targets"], separator, target_len, self.info.eos_id)
+                prompt_row(ex["inputs"], ex["targets"], self._separator, target_len, **self._ids)
                 for ex in examples
             ]
         return [
-            seq2seq_row(ex["inputs"], ex["targets"], input_len, target_len, self.info.eos_id)
+            seq2seq_row(ex["inputs"], ex["targets"], input_len, target_len, **self._ids)
             for ex in examples
         ]
 
@@ -247,10 +251,9 @@ class AlgorithmicData:
         batch's longest real row, not its padding: layers/positional.batch_offset_bound)."""
         input_cap, target_cap = self.info.padded_lengths(split)
         if self._prompt:
-            separator = self.info.vocab_size - 1
             length = pipeline.padded_size(max(map(self._example_length, examples)), target_cap)
             return [
-                prompt_row(ex["inputs"], ex["targets"], separator, length, self.info.eos_id)
+                prompt_row(ex["inputs"], ex["targets"], self._separator, length, **self._ids)
                 for ex in examples
             ]
         input_len = pipeline.padded_size(max(len(ex["inputs"]) for ex in examples), input_cap)
@@ -258,7 +261,7 @@ class AlgorithmicData:
             max(len(ex["targets"]) for ex in examples) + 1, target_cap
         )
         return [
-            seq2seq_row(ex["inputs"], ex["targets"], input_len, target_len, self.info.eos_id)
+            seq2seq_row(ex["inputs"], ex["targets"], input_len, target_len, **self._ids)
             for ex in examples
         ]
 

@@ -24,9 +24,10 @@ class DataSource(Protocol):
 
     Batches are dicts of numpy arrays in the contract of `info.kind` (transformer_jax/data/
     __init__.py): seq2seq "inputs" int32 (B, max_input_len), "targets" int32 (B, max_target_len)
-    ending in EOS then PAD=0, "example_weights" float32 (B,); lm "targets" only (optionally
-    "targets_weights", "targets_segment_ids", "targets_positions"); classification "inputs"
-    (token ids or images) and "targets" (B,) labels.
+    ending in EOS then PAD (the tokenizer's: `info.eos_id`, `info.pad_id`), "example_weights"
+    float32 (B,); lm "targets" only (optionally "targets_weights", "targets_segment_ids",
+    "targets_positions"); classification "inputs" (token ids or images) and "targets" (B,)
+    labels.
     """
 
     info: DatasetInfo  # vocabulary, padded lengths, eval splits, tokenizer: see DatasetInfo

@@ -3,7 +3,7 @@ char-rnn file, checked by its hash) or TFDS tiny_shakespeare.
 
 Without packing, rows are windows of seq_len consecutive characters (training: every start
 offset once per epoch, shuffled, as in nanoGPT's random crops; eval: consecutive windows
-covering the split, the last one 0-padded). With packing, documents are the paragraphs
+covering the split, the last one padded with PAD). With packing, documents are the paragraphs
 (blank-line separated), each followed by EOS, cut into pieces of <= seq_len and packed
 first-fit. Batches: "targets" int32 [B, seq_len] (+ "targets_segment_ids",
 "targets_positions" when packed) and "example_weights" float32 [B].
@@ -20,7 +20,7 @@ import numpy as np
 from transformer_jax.data import builders, pipeline
 from transformer_jax.data.batching import Batch, add_example_weights, pad, rows_to_batches
 from transformer_jax.data.checks import require, require_at_least, utf8_text
-from transformer_jax.data.info import NUM_SPECIAL_IDS, DatasetInfo, special_ids
+from transformer_jax.data.info import DatasetInfo, special_ids
 from transformer_jax.data.sources import concatenated_text, open_split
 from transformer_jax.data.tokenizers import CharTokenizer
 
@@ -85,7 +85,12 @@ class CharStreamData:
             docs = documents(self._tokenizer, text, self._seq_len)
             rows = pipeline.shuffled_examples(docs, seed=seed, transform=_as_targets)
             packed = pipeline.pack(
-                rows, seq_len=self._seq_len, num_bins=batch_size, seed=seed, shuffle_bins=True
+                rows,
+                seq_len=self._seq_len,
+                num_bins=batch_size,
+                seed=seed,
+                shuffle_bins=True,
+                pad_id=self.info.pad_id,
             )
             return pipeline.train_batches(packed, batch_size)
         tokens = self._tokenizer.encode_array(text)
@@ -109,6 +114,7 @@ class CharStreamData:
                 num_bins=batch_size,
                 seed=0,
                 shuffle_bins=False,
+                pad_id=self.info.pad_id,
             )
             return rows_to_batches(packed, batch_size)
         return self.windows(
@@ -119,13 +125,14 @@ class CharStreamData:
         self, split: str, *, length: int, batch_size: int, max_examples: int | None
     ) -> list:
         """Consecutive windows of `length` characters covering the split (the last one
-        0-padded), the first `max_examples` of them: the unpacked evaluation rows at any
+        padded with PAD), the first `max_examples` of them: the unpacked evaluation rows at any
         length, e.g. longer than the training windows. Packed rows restart their positions
         at every paragraph, so they are refused: no row would reach the longer positions."""
         require(not self._packing, "packing", self._packing, "False for windows of any length")
         tokens = self._tokenizer.encode_array(self._text(split))
         starts = range(0, len(tokens), length)[:max_examples]
-        rows = ({"targets": pad(tokens[s : s + length], length)} for s in starts)
+        pad_id = self.info.pad_id
+        rows = ({"targets": pad(tokens[s : s + length], length, pad_id)} for s in starts)
         return rows_to_batches(rows, batch_size)
 
 
@@ -260,5 +267,15 @@ _TINY_SHAKESPEARE_CHARACTERS = 65  # distinct characters over its three splits
 
 def tiny_shakespeare_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
     """The DatasetInfo `tiny_shakespeare_data(cfg)` has, from the config alone (no download)."""
-    vocab = _TINY_SHAKESPEARE_CHARACTERS + NUM_SPECIAL_IDS
-    return DatasetInfo(cfg.name, "lm", vocab, 0, cfg.seq_len, ("validation", "test"), None)
+    # The ids and size of a CharTokenizer of that many characters: its declared layout.
+    vocab = CharTokenizer.FIRST_ID + _TINY_SHAKESPEARE_CHARACTERS
+    return DatasetInfo(
+        cfg.name,
+        "lm",
+        vocab,
+        0,
+        cfg.seq_len,
+        ("validation", "test"),
+        None,
+        **special_ids(CharTokenizer),
+    )

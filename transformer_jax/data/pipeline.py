@@ -145,20 +145,39 @@ def shuffled_examples(
 
 
 def pack(
-    rows: grain.IterDataset, *, seq_len: int, num_bins: int, seed: int, shuffle_bins: bool
+    rows: grain.IterDataset,
+    *,
+    seq_len: int,
+    num_bins: int,
+    seed: int,
+    shuffle_bins: bool,
+    pad_id: int | None,
 ) -> grain.IterDataset:
-    """First-fit packing of {"targets": int32 [n <= seq_len]} rows into [seq_len] rows.
+    """First-fit packing of {"targets": int32 [n <= seq_len]} rows into [seq_len] rows, padded
+    with `pad_id` (the tokenizer's PAD: what the loss and attention mask as padding).
 
     Adds "targets_segment_ids" (1, 2, ... per packed document, 0 on padding) and
     "targets_positions" (position within its document), as in the flax lm1b example.
     """
-    return grain.experimental.FirstFitPackIterDataset(
+    if pad_id is None:
+        raise ValueError(
+            "packed rows end in padding, and the tokenizer has no PAD id (pad_id=None); valid: "
+            "a tokenizer with a PAD id, or packing=False"
+        )
+    packed = grain.experimental.FirstFitPackIterDataset(
         rows,
         length_struct={"targets": seq_len},
         num_packing_bins=num_bins,
         seed=seed,
         shuffle_bins=shuffle_bins,
     )
+    return packed.map(functools.partial(_pad_with, pad_id=pad_id))
+
+
+def _pad_with(row: Row, *, pad_id: int) -> Row:
+    """A packed row whose padding (segment id 0, which grain fills with zeros) is `pad_id`."""
+    padding = row["targets_segment_ids"] == 0
+    return {**row, "targets": np.where(padding, np.int32(pad_id), row["targets"])}
 
 
 def train_batches(rows: grain.IterDataset, batch_size: int) -> grain.IterDataset:

@@ -83,13 +83,18 @@ class Lm1bData:
         ids = with_eos(self._tokenizer.encode(as_text(example["text"])), self.info.eos_id)[
             : self._seq_len
         ]
-        return {"targets": ids if self._packing else pad(ids, self._seq_len)}
+        return {"targets": ids if self._packing else pad(ids, self._seq_len, self.info.pad_id)}
 
     def _rows(self, documents: grain.IterDataset, *, seed: int, num_bins: int, shuffle: bool):
         if not self._packing:
             return documents
         return pipeline.pack(
-            documents, seq_len=self._seq_len, num_bins=num_bins, seed=seed, shuffle_bins=shuffle
+            documents,
+            seq_len=self._seq_len,
+            num_bins=num_bins,
+            seed=seed,
+            shuffle_bins=shuffle,
+            pad_id=self.info.pad_id,
         )
 
     def train_dataset(self, *, seed: int, batch_size: int) -> grain.IterDataset:
@@ -159,6 +164,8 @@ class TranslationData:
             **special_ids(self._tokenizer),
             split_lengths={"train": (cfg.max_input_len, cfg.max_target_len)},
         )
+        # What rows are padded and ended with: the tokenizer's PAD and EOS.
+        self._ids = {"pad_id": self.info.pad_id, "eos_id": self.info.eos_id}
 
     def _pair(self, example: dict[str, Any]) -> tuple[list[int], list[int]]:
         return (
@@ -172,14 +179,14 @@ class TranslationData:
         input_len, target_len = self.info.padded_lengths("train")
         if len(inputs) > input_len or len(targets) + 1 > target_len:
             return None
-        return seq2seq_row(inputs, targets, input_len, target_len, self.info.eos_id)
+        return seq2seq_row(inputs, targets, input_len, target_len, **self._ids)
 
     def _eval_row(self, example: dict[str, Any], split: str):
         """The padded pair, truncated so every eval example is scored (EOS kept last)."""
         inputs, targets = self._pair(example)
         input_len, target_len = self.info.padded_lengths(split)
         return seq2seq_row(
-            inputs[:input_len], targets[: target_len - 1], input_len, target_len, self.info.eos_id
+            inputs[:input_len], targets[: target_len - 1], input_len, target_len, **self._ids
         )
 
     def train_dataset(self, *, seed: int, batch_size: int) -> grain.IterDataset:
@@ -278,9 +285,7 @@ class Multi30kData(TranslationData):
 
         def make_batch(indices: np.ndarray, bucket: int) -> Batch:
             lengths = self._bucket_lengths[bucket]
-            return stack(
-                [seq2seq_row(*pairs[kept[i]], *lengths, self.info.eos_id) for i in indices]
-            )
+            return stack([seq2seq_row(*pairs[kept[i]], *lengths, **self._ids) for i in indices])
 
         return pipeline.bucketed_index_batches(
             bucket_of, seed=seed, batch_size=batch_size, make_batch=make_batch
@@ -292,7 +297,16 @@ def lm1b_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
     SentencePiece vocabulary has exactly `spm_vocab_size` ids."""
     require_at_least("seq_len", cfg.seq_len, 2)
     _check_spm_fields(cfg)
-    return DatasetInfo(cfg.name, "lm", cfg.spm_vocab_size, 0, cfg.seq_len, ("test",), None)
+    return DatasetInfo(
+        cfg.name,
+        "lm",
+        cfg.spm_vocab_size,
+        0,
+        cfg.seq_len,
+        ("test",),
+        None,
+        **special_ids(SentencePieceTokenizer),  # the ids its tokenizer will declare
+    )
 
 
 def translation_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
@@ -310,4 +324,5 @@ def translation_info(cfg: ml_collections.ConfigDict) -> DatasetInfo:
         eval_splits=("validation", "test"),
         tokenizer=None,
         split_lengths={"train": (cfg.max_input_len, cfg.max_target_len)},
+        **special_ids(SentencePieceTokenizer),  # the ids its tokenizer will declare
     )

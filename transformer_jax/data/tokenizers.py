@@ -55,10 +55,12 @@ def _strip_special(ids: Sequence[int], tokenizer: Tokenizer) -> list[int]:
 
 
 class CharTokenizer:
-    """One id per character: alphabet[k] <-> id 3 + k, after the project's PAD, BOS and EOS.
-    `source` says where the alphabet came from (e.g. the corpus file), for error messages."""
+    """One id per character: alphabet[k] <-> id FIRST_ID + k (3 + k), after the project's PAD,
+    BOS and EOS, the ids it declares. `source` says where the alphabet came from (e.g. the
+    corpus file), for error messages."""
 
     pad_id, bos_id, eos_id = PAD_ID, BOS_ID, EOS_ID
+    FIRST_ID = NUM_SPECIAL_IDS  # alphabet[0]'s id: the vocabulary layout this class defines
 
     def __init__(self, alphabet: str, source: str = "the alphabet"):
         if not alphabet:
@@ -71,11 +73,11 @@ class CharTokenizer:
         order = np.argsort(codes)
         # Sorted code points + their ids let encode_array map a whole text with searchsorted.
         self._sorted_codes = codes[order]
-        self._ids_of_sorted = (order + NUM_SPECIAL_IDS).astype(np.int32)
+        self._ids_of_sorted = (order + self.FIRST_ID).astype(np.int32)
 
     @property
     def vocab_size(self) -> int:
-        return NUM_SPECIAL_IDS + len(self.alphabet)
+        return self.FIRST_ID + len(self.alphabet)
 
     def encode_array(self, text: str) -> np.ndarray:
         """Token ids of `text`, int32 [len(text)]; vectorised for long texts."""
@@ -96,11 +98,11 @@ class CharTokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         chars = []
         for i in _strip_special(ids, self):
-            if not NUM_SPECIAL_IDS <= i < self.vocab_size:
+            if not self.FIRST_ID <= i < self.vocab_size:
                 raise ValueError(
                     f"token id {i} is out of range; valid ids: 0 .. {self.vocab_size - 1}"
                 )
-            chars.append(self.alphabet[i - NUM_SPECIAL_IDS])
+            chars.append(self.alphabet[i - self.FIRST_ID])
         return "".join(chars)
 
 

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from transformer_jax.config import TokenConfig
-from transformer_jax.decoding.search import DATASET_TOKENS, initial_sequence, never_special
+from transformer_jax.decoding.search import filler, initial_sequence, never_special
 from transformer_jax.decoding.steps import StepFn
 
 # Finite, so that sums of it stay ordered and never produce NaN (as in the flax examples).
@@ -42,7 +42,7 @@ def beam_search(
     beam_size: int,
     alpha: float,
     max_new_tokens: int,
-    tokens: TokenConfig = DATASET_TOKENS,
+    tokens: TokenConfig,
 ) -> tuple[jnp.ndarray, jnp.ndarray]:
     """The best hypothesis per row. -> tokens (B, P + O) int32, scores (B,) float32.
 
@@ -53,8 +53,10 @@ def beam_search(
     best others stay live (the rule of fairseq and Hugging Face; with W = 1 this is greedy
     search). PAD and BOS are never outputs. A row stops once it has W finished hypotheses; the
     result is the best finished one by length-penalised score, or the best live one if none
-    finished within O tokens. Tokens hold the prompt, the output through EOS, then 0. Every
-    non-scalar leaf of `cache` has the R rows as its leading axis (they are reordered).
+    finished within O tokens. Tokens hold the prompt, the output through EOS, then PAD
+    (`search.filler`: EOS where there is no PAD), as greedy search's. BOS, EOS and PAD are
+    `tokens`' (the model's `model.tokens`). Every non-scalar leaf of `cache` has the R rows as
+    its leading axis (they are reordered).
     """
     batch, prompt_len = prompt_BP.shape
     length = prompt_len + max_new_tokens
@@ -119,7 +121,7 @@ def beam_search(
         # All beams start as the same sequence; only the first counts until they diverge.
         alive_logp_BW=jnp.tile(jnp.array([0.0] + [NEG_INF] * (k - 1), jnp.float32), (batch, 1)),
         cache=cache,
-        best_seq_BL=jnp.zeros((batch, length + 1), jnp.int32),
+        best_seq_BL=jnp.full((batch, length + 1), filler(tokens), jnp.int32),
         best_score_B=jnp.full((batch,), NEG_INF, jnp.float32),
         num_finished_B=jnp.zeros((batch,), jnp.int32),
     )

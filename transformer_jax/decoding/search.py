@@ -9,13 +9,13 @@ when every row has finished or after `max_new_tokens`.
 import jax
 import jax.numpy as jnp
 
-from transformer_jax.config import DATASET_TOKENS, TokenConfig
+from transformer_jax.config import TokenConfig
 from transformer_jax.decoding.steps import StepFn
 
 _NEG_INF = float(jnp.finfo(jnp.float32).min)
 
 
-def never_special(logits_BV, tokens: TokenConfig = DATASET_TOKENS):
+def never_special(logits_BV, tokens: TokenConfig):
     """PAD and BOS, where `tokens` has them, are never outputs (as in fairseq): their logits
     become float32 min. A BOS that is also EOS (GPT-2's one special token) stays an output.
 
@@ -67,16 +67,16 @@ def sample(logits_BV, rng, *, temperature: float = 1.0, top_k: int = 0, top_p: f
     return jax.random.categorical(rng, filtered_BV, axis=-1).astype(jnp.int32)
 
 
-def initial_sequence(prompt_BP, max_new_tokens: int, tokens: TokenConfig = DATASET_TOKENS):
-    """The decoder-input buffer BOS, prompt, zeros -> (B, P + O + 1) int32, and the prompt
-    lengths (B,) (the tokens of the right-padded prompt that are not PAD)."""
+def initial_sequence(prompt_BP, max_new_tokens: int, tokens: TokenConfig):
+    """The decoder-input buffer BOS, prompt, then PAD (`filler`) -> (B, P + O + 1) int32, and
+    the prompt lengths (B,) (the tokens of the right-padded prompt that are not PAD)."""
     if tokens.bos is None:
         raise ValueError(
             "this search starts every row with BOS, and model.tokens.bos_id=-1 (none); valid: "
             "a model with a BOS id, or left_to_right (which starts from the prompt)"
         )
     batch, prompt_len = prompt_BP.shape
-    seq_BL = jnp.zeros((batch, prompt_len + max_new_tokens + 1), jnp.int32)
+    seq_BL = jnp.full((batch, prompt_len + max_new_tokens + 1), filler(tokens), jnp.int32)
     seq_BL = seq_BL.at[:, 0].set(tokens.bos)
     seq_BL = seq_BL.at[:, 1 : 1 + prompt_len].set(prompt_BP.astype(jnp.int32))
     return seq_BL, jnp.sum(tokens.valid(prompt_BP), axis=1)
@@ -88,12 +88,14 @@ def left_to_right(
     prompt_BP,
     *,
     max_new_tokens: int,
+    tokens: TokenConfig,
     choose=greedy,
     rng=None,
-    tokens: TokenConfig = DATASET_TOKENS,
     prompt_valid_BP=None,
 ) -> jnp.ndarray:
     """Decodes [BOS,] prompt, then up to `max_new_tokens` chosen tokens. -> (B, P + O) int32.
+
+    `tokens` is the model's `model.tokens`: its BOS, EOS and PAD are the ones used here.
 
     `prompt_BP` is right-padded with PAD (P may be 0, as for an encoder-decoder); a row's prompt
     tokens are fed as they are (teacher forcing), so prompts of different lengths decode in one

@@ -69,7 +69,7 @@ def with_source(state, source):
 def _param_shapes(cfg: ModelConfig) -> dict:
     """{parameter path: shape} of the model `cfg` builds, without computing anything."""
     model = build_model(cfg)
-    args, kwargs = family_of(cfg).inputs(family_of(cfg).example_batch(cfg))
+    args, kwargs = family_of(cfg).inputs(family_of(cfg).example_batch(cfg), cfg.tokens)
     abstract = jax.eval_shape(
         lambda: model.init(jax.random.PRNGKey(0), *args, train=False, **kwargs)
     )

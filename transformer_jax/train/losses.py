@@ -10,13 +10,11 @@ logits dtype. Functions take logits `[..., V]` with targets and weights of shape
 import jax
 import jax.numpy as jnp
 
-from transformer_jax.config import DATASET_TOKENS
 
-
-def weights_from_targets(targets: jax.Array, pad_id: int | None = DATASET_TOKENS.pad) -> jax.Array:
+def weights_from_targets(targets: jax.Array, pad_id: int | None) -> jax.Array:
     """Token weights `[...]`, float32: 1.0 where `targets != pad_id`, else 0.0; all 1.0 with
-    `pad_id=None` (a tokenizer without PAD: no id is padding). The default is the datasets'
-    PAD; the trainer's weights come from the model's `model.tokens` (families.Family.targets).
+    `pad_id=None` (a tokenizer without PAD: no id is padding). `pad_id` is the tokenizer's
+    (`model.tokens.pad`); the trainer's weights come from families.Family.targets.
     """
     if pad_id is None:
         return jnp.ones(jnp.shape(targets), jnp.float32)
@@ -42,7 +40,7 @@ def cross_entropy(
     """Weighted, label-smoothed cross-entropy: `(loss_sum, weight_sum)`, float32 scalars.
 
     Shapes: logits `[..., V]`, targets int `[...]`, weights `[...]` (token weights
-    `weights_from_targets(targets)` for sequences, `example_weights` `[B]` for
+    `weights_from_targets(targets, pad_id)` for sequences, `example_weights` `[B]` for
     classification with logits `[B, C]`).
 
     Label smoothing (Vaswani et al. 2017 §5.4, eps_ls = 0.1; implemented as in
@@ -92,18 +90,16 @@ def sequence_accuracy(
     logits: jax.Array,
     targets: jax.Array,
     example_weights: jax.Array,
-    weights: jax.Array | None = None,
+    weights: jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
     """Teacher-forced exact match: `(correct_examples, num_examples)`, float32 scalars.
 
     An example `[L]` counts as correct when the argmax matches the target at every
-    position with non-zero token weight (default `weights_from_targets`, i.e. all
-    positions that are not the datasets' PAD, EOS included). Only real examples count: both sums are
-    weighted by `example_weights` `[B]` (0 for padding examples of a ragged last
+    position with non-zero token weight (e.g. `weights_from_targets(targets, pad_id)`: all
+    positions that are not the tokenizer's PAD, EOS included). Only real examples count: both
+    sums are weighted by `example_weights` `[B]` (0 for padding examples of a ragged last
     eval batch). Shapes: logits `[B, L, V]`, targets `[B, L]`, weights `[B, L]`.
     """
-    if weights is None:
-        weights = weights_from_targets(targets)
     _check_shapes(logits, targets, weights)
     if logits.ndim != 3 or example_weights.shape != targets.shape[:1]:
         raise ValueError(
