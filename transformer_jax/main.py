@@ -46,6 +46,12 @@ _PRINT_CONFIG = flags.DEFINE_bool(
     "Print every field of the config (with the overrides): its value, type and one-line doc, "
     "then exit; nothing is built or written, and --workdir is not needed.",
 )
+_EVALUATE_FINISHED = flags.DEFINE_bool(
+    "evaluate_finished",
+    False,
+    "Evaluate a run that already finished with this config again (by default it is left as it "
+    "is and its final metrics printed).",
+)
 flags.mark_flags_as_required(["config"])
 INTERRUPTED_EXIT_CODE = 128 + 2  # as a shell reports a process ended by SIGINT
 
@@ -75,7 +81,9 @@ def main(argv):
         if _SEEDS.value is not None:
             seeds = _parse_seeds(_SEEDS.value)
             _exit_with(train_seed_group(_CONFIG.value, _WORKDIR.value, seeds))
-        summary = train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+        summary = train_and_evaluate(
+            _CONFIG.value, _WORKDIR.value, evaluate_finished=_EVALUATE_FINISHED.value
+        )
     except NonFiniteError as error:
         print(f"Diverged: {error}", file=sys.stderr)
         sys.exit(DIVERGED_EXIT_CODE)

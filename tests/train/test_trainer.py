@@ -149,7 +149,7 @@ def test_a_run_stopped_by_a_signal_exits_with_its_own_code(tmp_path):
     script = (
         "import transformer_jax.main as m; from absl import app; "
         "from transformer_jax.run_dir import RunSummary; "
-        "m.train_and_evaluate = lambda config, workdir: RunSummary('stopped', 3); "
+        "m.train_and_evaluate = lambda config, workdir, **_: RunSummary('stopped', 3); "
         "app.run(m.main)"
     )
     command = [sys.executable, "-c", script, "--config=configs/algorithmic.py:copy"]
@@ -230,6 +230,30 @@ def test_evaluations_compile_ahead_on_their_thread_with_the_same_results(tmp_pat
         for ahead, path in runs.items()
     }
     assert logged[True] == logged[False] and len(logged[True]) >= 4
+
+
+def test_a_finished_run_is_left_as_it_is_unless_asked_to_evaluate_it(tmp_path, monkeypatch):
+    """Rerunning a finished run's command returns its summary without evaluating or writing;
+    evaluate_finished evaluates its final state again (the same metrics); a longer
+    train.steps trains on."""
+    from transformer_jax.train import run_host
+
+    config = tiny_config(tmp_path / "tfds", steps_=10, eval_every=10)
+    workdir = tmp_path / "run"
+    first = train_and_evaluate(config, str(workdir))
+    files = {p.name: p.read_bytes() for p in workdir.iterdir() if p.is_file()}
+    calls = []
+    real = run_host.evaluate
+    monkeypatch.setattr(
+        run_host, "evaluate", lambda *a, **k: calls.append(1) or real(*a, **k), raising=True
+    )
+    again = train_and_evaluate(config, str(workdir))
+    assert again == first and not calls
+    assert {p.name: p.read_bytes() for p in workdir.iterdir() if p.is_file()} == files
+    evaluated = train_and_evaluate(config, str(workdir), evaluate_finished=True)
+    assert calls and evaluated.metrics == first.metrics
+    config.train.steps = 20
+    assert train_and_evaluate(config, str(workdir)).step == 20
 
 
 def test_bad_inputs_fail_before_compiling(tmp_path):

@@ -26,6 +26,7 @@ from transformer_jax import data, run_dir
 from transformer_jax import fields as F
 from transformer_jax.config import ModelConfig, TrainConfig
 from transformer_jax.config.model import splash_refusal
+from transformer_jax.data import tokenizers
 from transformer_jax.defaults import FROM_DATA
 from transformer_jax.layers.attention import resolve_impl
 from transformer_jax.models import FAMILIES, build_model
@@ -34,6 +35,7 @@ from transformer_jax.train import step as steps
 from transformer_jax.train.loop import train_runs
 from transformer_jax.train.optimizer import make_optimizer
 from transformer_jax.train.parallel import Parallel, check_parallel_config, setup_runtime
+from transformer_jax.train.resume import resume_changes
 from transformer_jax.train.timing import Phases
 
 
@@ -311,18 +313,31 @@ class SoloProgram:
 
 
 def train_and_evaluate(
-    config: ml_collections.ConfigDict, workdir: str, phases: Phases | None = None
+    config: ml_collections.ConfigDict,
+    workdir: str,
+    phases: Phases | None = None,
+    *,
+    evaluate_finished: bool = False,
 ) -> run_dir.RunSummary:
     """Trains and evaluates `config` in `workdir`, resuming it if it holds checkpoints.
 
     Returns the summary written to summary.json, or a "stopped" one (not written) when a
     signal stopped the run; raises NonFiniteError (train/numerics.py) after writing a
-    "diverged" one. `phases` (default: a new one) times the run; a caller that passes its own
-    reads more of it than the summary holds (its CPU time: benchmarks/loop_cost.py).
+    "diverged" one. A run that finished with this very config is not touched: its summary is
+    returned as it is, unless `evaluate_finished` (its final state evaluated again). `phases`
+    (default: a new one) times the run; a caller that passes its own reads more of it than the
+    summary holds (its CPU time: benchmarks/loop_cost.py).
     """
     run_dir.check_layout(Path(workdir).expanduser(), group=False)
     phases = phases or Phases()  # Where the wall time goes; see train/timing.py.
     prepared = prepare(config, phases)
+    done = None if evaluate_finished else finished(Path(workdir).expanduser(), prepared)
+    if done is not None:
+        print(
+            f"{run_dir.shown(workdir)} finished at step {done.step} with this config "
+            "(summary.json): nothing to train. --evaluate_finished evaluates it again."
+        )
+        return done
 
     def make_program(parallel, seeds, phases):
         return SoloProgram(prepared, parallel, seeds[0], phases)
@@ -332,3 +347,18 @@ def train_and_evaluate(
         prepared, [config.seed], [Path(workdir)], make_program, phases, raise_divergence=True
     )
     return runs[0]
+
+
+def finished(workdir: Path, prepared: Prepared) -> run_dir.RunSummary | None:
+    """The summary of `workdir` when it holds a finished run whose config a resume with
+    `prepared`'s would not change (a longer `train.steps`, say, trains on); else None. Refuses
+    (ValueError) what a resume refuses: other data's tokenizer, a damaged or edited summary or
+    metrics.jsonl."""
+    if not run_dir.has_checkpoints(workdir):
+        return None
+    summary = run_dir.read_summary(workdir)
+    if summary is None or summary.status != "finished":
+        return None
+    tokenizers.check_stored_tokenizer(workdir, prepared.info.tokenizer)
+    run_dir.check_metrics(workdir)  # the lines the summary closed, as they were written
+    return summary if not resume_changes(workdir, prepared.resolved) else None
