@@ -1,8 +1,11 @@
 """Report regeneration from synthetic run directories: numbers, counts, files, regenerability."""
 
 import csv
+import glob
 import math
 import os
+import re
+import shutil
 
 import pytest
 from run_dir_fixtures import write_run, write_sweep_json
@@ -161,6 +164,38 @@ def test_report_is_regenerable(sweep_dir):
     assert rows["deep"]["test/seq_accuracy:n"] == "2"
     assert float(rows["deep"]["test/seq_accuracy:mean"]) == pytest.approx(0.71)
     assert _read(sweep_dir, "results.csv") != first
+
+
+def _without_date(report: str) -> str:
+    return re.sub(r"report written: \S+", "report written: DATE", report)
+
+
+def test_a_folder_of_a_runs_csv_alone_rebuilds_again_after_its_sessions_are_written(
+    sweep_dir, tmp_path
+):
+    """A results/ folder committed before records (sweep.json and runs.csv): its first rebuild
+    writes each ended run's HParams session into a run directory of its own, which must not
+    read as a run that trained there (0 finished runs, refused) at the next rebuild."""
+    write_report(sweep_dir)
+    committed = str(tmp_path / "committed")
+    os.makedirs(committed)
+    for name in ("sweep.json", "runs.csv"):
+        shutil.copy(os.path.join(sweep_dir, name), committed)
+    write_report(committed)
+    # finished, diverged and failed runs: 3 base, 3 no_scale, 3 wide, 1 deep.
+    sessions = sorted(
+        os.path.relpath(p, committed)
+        for p in glob.glob(os.path.join(committed, "*", "seed_*", "hparams.json"))
+    )
+    assert len(sessions) == 10 and os.path.join("deep", "seed_0", "hparams.json") in sessions
+    first = _report_files(committed)
+    write_report(committed)
+    again = _report_files(committed)
+    for name in ("runs.csv", "results.csv"):
+        assert again[name] == first[name] == _read(sweep_dir, name), name
+    assert _without_date(again["report.md"]) == _without_date(first["report.md"])
+    assert "rebuilt from `runs.csv` without the run directories" in again["report.md"]
+    assert again["report.md"].count("| finished |") == 8
 
 
 def test_missing_sweep_json_is_a_clear_error(tmp_path):

@@ -229,7 +229,14 @@ def write_report(
 def _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv, force) -> str:
     runs = summary.read_runs(sweep, workdir, runs_csv)
     committed = os.path.join(workdir, RUNS_CSV)
-    never_run = all(r.status == "missing" for records in runs.values() for r in records)
+    # No run trained here: no run directory, or only those an earlier report created to hold
+    # the HParams sessions of the runs its runs.csv lists (sweep/hparams.py write_sessions).
+    never_run = all(
+        r.status == "missing"
+        or (r.status == "incomplete" and sweep_hparams.holds_only_sessions(r.path))
+        for records in runs.values()
+        for r in records
+    )
     if runs_csv is None and never_run and os.path.isfile(committed):
         runs_csv = [committed]  # a folder committed before records: its runs.csv is all it has
         runs = summary.read_runs(sweep, workdir, runs_csv)
