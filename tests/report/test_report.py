@@ -20,7 +20,7 @@ SWEEP = Sweep(
         "base": {},
         "no_scale": {"model.attention.scale": "none"},
         "wide": {"model.d_model": 64},
-        "deep": {"model.num_layers": 4},
+        "deep": {"model.num_encoder_layers": 4},
     },
     seeds=(0, 1, 2),
     metrics=("test/seq_accuracy", "test/loss"),
@@ -196,6 +196,42 @@ def test_a_folder_of_a_runs_csv_alone_rebuilds_again_after_its_sessions_are_writ
     assert _without_date(again["report.md"]) == _without_date(first["report.md"])
     assert "rebuilt from `runs.csv` without the run directories" in again["report.md"]
     assert again["report.md"].count("| finished |") == 8
+
+
+def test_overrides_the_config_now_refuses_are_named_with_the_commit_they_ran_at(
+    sweep_dir, tmp_path
+):
+    """A committed sweep of flat model fields (renamed by commit 92893b4): its Variants keep
+    the flags it ran with; one line under the title names them, their current names and the
+    commit of its runs. A sweep whose overrides the config accepts has no such line."""
+    write_report(sweep_dir)
+    assert "Overrides since renamed" not in _read(sweep_dir, "report.md")
+    sweep = Sweep(
+        config="configs/algorithmic.py",
+        variants={
+            "base": {},
+            "flat": {"model.attention_scale": "none", "model.d_model": 64},
+            "nested": {"model.attention.scale": "none", "model.positional": "none"},
+        },
+        seeds=(0, 1),
+        metrics=("test/seq_accuracy",),
+        baseline="base",
+        description="Flat fields.",
+    )
+    workdir = str(tmp_path / "flat")
+    write_sweep_json(workdir, sweep)
+    for variant in sweep.variants:
+        for seed in sweep.seeds:
+            write_run(workdir, variant, seed, "finished", _acc(0.5), git_commit="a96aebdf" * 5)
+    report = _read(write_report(workdir))
+    lines = report.splitlines()
+    assert lines[2] == (
+        "> ⚠ **Overrides since renamed or removed**: `configs/algorithmic.py` as of this "
+        "report's commit refuses `model.attention_scale` (now `model.attention.scale`), "
+        "`model.positional` (now `model.positional.kind`); the Variants below give the "
+        "overrides as the runs trained with them, at `a96aebdf`."
+    )
+    assert "- `flat`: `--config.model.attention_scale=none` `--config.model.d_model=64`" in lines
 
 
 def test_missing_sweep_json_is_a_clear_error(tmp_path):
