@@ -1,8 +1,11 @@
 """Report regeneration from synthetic run directories: numbers, counts, files, regenerability."""
 
 import csv
+import glob
 import math
 import os
+import re
+import shutil
 
 import pytest
 from run_dir_fixtures import write_run, write_sweep_json
@@ -17,7 +20,7 @@ SWEEP = Sweep(
         "base": {},
         "no_scale": {"model.attention.scale": "none"},
         "wide": {"model.d_model": 64},
-        "deep": {"model.num_layers": 4},
+        "deep": {"model.num_encoder_layers": 4},
     },
     seeds=(0, 1, 2),
     metrics=("test/seq_accuracy", "test/loss"),
@@ -161,6 +164,74 @@ def test_report_is_regenerable(sweep_dir):
     assert rows["deep"]["test/seq_accuracy:n"] == "2"
     assert float(rows["deep"]["test/seq_accuracy:mean"]) == pytest.approx(0.71)
     assert _read(sweep_dir, "results.csv") != first
+
+
+def _without_date(report: str) -> str:
+    return re.sub(r"report written: \S+", "report written: DATE", report)
+
+
+def test_a_folder_of_a_runs_csv_alone_rebuilds_again_after_its_sessions_are_written(
+    sweep_dir, tmp_path
+):
+    """A results/ folder committed before records (sweep.json and runs.csv): its first rebuild
+    writes each ended run's HParams session into a run directory of its own, which must not
+    read as a run that trained there (0 finished runs, refused) at the next rebuild."""
+    write_report(sweep_dir)
+    committed = str(tmp_path / "committed")
+    os.makedirs(committed)
+    for name in ("sweep.json", "runs.csv"):
+        shutil.copy(os.path.join(sweep_dir, name), committed)
+    write_report(committed)
+    # finished, diverged and failed runs: 3 base, 3 no_scale, 3 wide, 1 deep.
+    sessions = sorted(
+        os.path.relpath(p, committed)
+        for p in glob.glob(os.path.join(committed, "*", "seed_*", "hparams.json"))
+    )
+    assert len(sessions) == 10 and os.path.join("deep", "seed_0", "hparams.json") in sessions
+    first = _report_files(committed)
+    write_report(committed)
+    again = _report_files(committed)
+    for name in ("runs.csv", "results.csv"):
+        assert again[name] == first[name] == _read(sweep_dir, name), name
+    assert _without_date(again["report.md"]) == _without_date(first["report.md"])
+    assert "rebuilt from `runs.csv` without the run directories" in again["report.md"]
+    assert again["report.md"].count("| finished |") == 8
+
+
+def test_overrides_the_config_now_refuses_are_named_with_the_commit_they_ran_at(
+    sweep_dir, tmp_path
+):
+    """A committed sweep of flat model fields (renamed by commit 92893b4): its Variants keep
+    the flags it ran with; one line under the title names them, their current names and the
+    commit of its runs. A sweep whose overrides the config accepts has no such line."""
+    write_report(sweep_dir)
+    assert "Overrides since renamed" not in _read(sweep_dir, "report.md")
+    sweep = Sweep(
+        config="configs/algorithmic.py",
+        variants={
+            "base": {},
+            "flat": {"model.attention_scale": "none", "model.d_model": 64},
+            "nested": {"model.attention.scale": "none", "model.positional": "none"},
+        },
+        seeds=(0, 1),
+        metrics=("test/seq_accuracy",),
+        baseline="base",
+        description="Flat fields.",
+    )
+    workdir = str(tmp_path / "flat")
+    write_sweep_json(workdir, sweep)
+    for variant in sweep.variants:
+        for seed in sweep.seeds:
+            write_run(workdir, variant, seed, "finished", _acc(0.5), git_commit="a96aebdf" * 5)
+    report = _read(write_report(workdir))
+    lines = report.splitlines()
+    assert lines[2] == (
+        "> ⚠ **Overrides since renamed or removed**: `configs/algorithmic.py` as of this "
+        "report's commit refuses `model.attention_scale` (now `model.attention.scale`), "
+        "`model.positional` (now `model.positional.kind`); the Variants below give the "
+        "overrides as the runs trained with them, at `a96aebdf`."
+    )
+    assert "- `flat`: `--config.model.attention_scale=none` `--config.model.d_model=64`" in lines
 
 
 def test_missing_sweep_json_is_a_clear_error(tmp_path):

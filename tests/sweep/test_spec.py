@@ -9,6 +9,7 @@ import pytest
 from sweep_fixtures import SWEEP_FILE, valid_kwargs
 
 from transformer_jax.sweep import Sweep, check_overrides, load_sweep
+from transformer_jax.sweep.spec import refused_overrides
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -82,6 +83,30 @@ def test_check_overrides_against_the_config(project):
         check({"model.note": "x"})
     with pytest.raises(ValueError, match="does not exist"):
         check_overrides(Sweep(**valid_kwargs(variants={"a": {}})), "")
+
+
+def test_refused_overrides_are_those_check_overrides_refuses_in_order(project, tmp_path):
+    """A committed sweep's overrides against the config as it is now: renamed fields (a flat
+    name, a sub-config set to a value), a value of another type; None for a config gone."""
+    variants = {
+        "a": {},
+        "b": {"model.attention_scale": "none", "model.d_model": 16},
+        "c": {"model.attention": "none", "model.dropout": 0, "model.tied": 1},
+        "d": {"model.attention_scale": "none", "model.attention.scale": "none"},
+    }
+    sweep = Sweep(**valid_kwargs(config="configs/fake.py", variants=variants))
+    refused = refused_overrides(sweep, "configs/fake.py:quick")
+    assert refused == ["model.attention_scale", "model.attention", "model.tied"]
+    for key in refused:  # each as check_overrides refuses it
+        only = Sweep(**valid_kwargs(config="configs/fake.py", variants={"a": {}, "b": {key: 1}}))
+        with pytest.raises(ValueError, match=r"variants\['b'\]"):
+            check_overrides(only, "quick")
+    valid = {"a": {}, "b": {"model.attention.scale": "none", "model.widths": (3,)}}
+    assert refused_overrides(Sweep(**valid_kwargs(variants=valid)), "configs/fake.py") == []
+    # Launched from elsewhere: the config found from the sweep's launch directory.
+    os.chdir(tmp_path / "experiments")
+    assert refused_overrides(sweep, "configs/fake.py", cwd=str(tmp_path)) == refused
+    assert refused_overrides(sweep, "configs/gone.py", cwd=str(tmp_path)) is None
 
 
 def test_a_wandb_variant_without_wandb_is_refused_before_any_run(monkeypatch):

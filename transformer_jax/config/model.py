@@ -324,6 +324,14 @@ _FLAT_FIELDS = {
 }
 
 
+def nested_key(key: str) -> str | None:
+    """The current name of a config flag key naming a flat model field of commits up to
+    92893b4 ("model.attention_scale" -> "model.attention.scale"); None for any other key."""
+    head, _, name = key.partition(".")
+    nested = _FLAT_FIELDS.get(name) if head == "model" else None
+    return f"model.{nested}" if nested else None
+
+
 def upgrade_flat_model_config(fields: dict) -> dict:
     """A model dict in the flat layout of commits up to 92893b4 -> the nested one (unchanged
     when already nested). The parameter trees are the same in both layouts, so old checkpoints

@@ -32,7 +32,7 @@ from transformer_jax.report.factorial_tables import EFFECTS_CSV
 from transformer_jax.run_dir import git_commit, read_config, write_text
 from transformer_jax.sweep import grid_edges
 from transformer_jax.sweep import hparams as sweep_hparams
-from transformer_jax.sweep.spec import Sweep, format_override
+from transformer_jax.sweep.spec import Sweep, format_override, refused_overrides
 from transformer_jax.sweep_dir import DONE_STATUSES, read_runs_csv, read_sweep_json
 
 REPORT_FILE = "report.md"
@@ -84,6 +84,31 @@ def code_warning(records) -> list[str]:
     return [*lines, ""] if lines else []
 
 
+def refused_warning(resolved: dict[str, Any], sweep: Sweep, records) -> list[str]:
+    """The line that opens report.md when the current base config refuses some of the sweep's
+    overrides (fields renamed or removed since its runs trained, spec.refused_overrides): the
+    Variants give them as they ran, at the commits named here."""
+    config_spec = resolved.get("config_spec", sweep.config_spec)
+    refused = refused_overrides(sweep, config_spec, resolved.get("cwd"))
+    if not refused:
+        return []
+    # Here, not at the top: the model config imports the layers (JAX, flax).
+    from transformer_jax.config.model import nested_key
+
+    keys = ", ".join(
+        f"`{key}`" + (f" (now `{nested_key(key)}`)" if nested_key(key) else "") for key in refused
+    )
+    versions = _code_versions(records)
+    commits = sorted({m[0][:8] for v in versions if (m := re.match(r"[0-9a-f]{7,40}", v))})
+    at = f", at {', '.join(f'`{c}`' for c in commits)}" if commits else ""
+    return [
+        f"> ⚠ **Overrides since renamed or removed**: `{config_spec}` as of this report's commit "
+        f"refuses {keys}; the Variants below give the overrides as the runs trained with "
+        f"them{at}.",
+        "",
+    ]
+
+
 def _header(
     resolved: dict[str, Any], sweep: Sweep, all_runs, report_commit: str, workdir: str
 ) -> list[str]:
@@ -100,6 +125,7 @@ def _header(
         f"# Sweep `{name}`",
         "",
         *code_warning(all_runs),
+        *refused_warning(resolved, sweep, all_runs),
         "> " + sweep.description.strip().replace("\n", "\n> "),
         "",
         f"- Sweep file: `{resolved.get('file', 'unknown')}`",
@@ -229,7 +255,14 @@ def write_report(
 def _write_report(workdir, resolved, sweep, record, digits, confidence, runs_csv, force) -> str:
     runs = summary.read_runs(sweep, workdir, runs_csv)
     committed = os.path.join(workdir, RUNS_CSV)
-    never_run = all(r.status == "missing" for records in runs.values() for r in records)
+    # No run trained here: no run directory, or only those an earlier report created to hold
+    # the HParams sessions of the runs its runs.csv lists (sweep/hparams.py write_sessions).
+    never_run = all(
+        r.status == "missing"
+        or (r.status == "incomplete" and sweep_hparams.holds_only_sessions(r.path))
+        for records in runs.values()
+        for r in records
+    )
     if runs_csv is None and never_run and os.path.isfile(committed):
         runs_csv = [committed]  # a folder committed before records: its runs.csv is all it has
         runs = summary.read_runs(sweep, workdir, runs_csv)

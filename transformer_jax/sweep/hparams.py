@@ -125,6 +125,19 @@ def write_sessions(
     return written
 
 
+def holds_only_sessions(run_path: str) -> bool:
+    """Whether a run directory holds nothing but its hparams.json and HParams session (or does
+    not exist): no run trained there. `write_sessions` creates such a directory for a run known
+    from a runs.csv alone (a results/ folder committed before records); the runner writes
+    hparams.json before a run starts."""
+    try:
+        names = os.listdir(run_path)
+    except FileNotFoundError:
+        return True
+    sessions = {os.path.basename(p) for p in tracking_hparams.session_files(run_path)}
+    return all(name == HPARAMS_FILE or name in sessions for name in names)
+
+
 def write_experiment(
     workdir: str,
     sweep: Sweep,

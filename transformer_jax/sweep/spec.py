@@ -665,33 +665,60 @@ def check_overrides(sweep: Sweep, config_arg: str) -> None:
     # With nuisance, every variant at every setting: the grid's values are checked too.
     for name, overrides in sweep.run_variants.items():
         for key, value in overrides.items():
-            try:
-                field_type = config_path.get_type(key, config)
-            except (KeyError, AttributeError, IndexError) as e:
-                raise ValueError(
-                    f"variants[{name!r}] overrides {key!r}, which is not a field of "
-                    f"{sweep.config} ({e})"
-                ) from None
-            ok = {
-                bool: lambda v: isinstance(v, bool),
-                int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-                float: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-                str: lambda v: isinstance(v, str),
-                tuple: lambda v: isinstance(v, tuple),
-            }.get(field_type)
-            if ok is None:
-                raise ValueError(
-                    f"variants[{name!r}] overrides {key!r}, whose type in {sweep.config} is "
-                    f"{getattr(field_type, '__name__', field_type)}; config flags can only "
-                    "override bool, int, float, str and tuple fields (use a typed "
-                    "ml_collections placeholder for fields that default to None)"
-                )
-            if not ok(value):
-                raise ValueError(
-                    f"variants[{name!r}][{key!r}] = {value!r} ({type(value).__name__}), but the "
-                    f"field in {sweep.config} is {field_type.__name__}"
-                )
+            refusal = _refusal(config, sweep.config, key, value)
+            if refusal is not None:
+                raise ValueError(f"variants[{name!r}]{refusal}")
         _check_wandb(name, overrides, config)
+
+
+def _refusal(config, config_name: str, key: str, value: Any) -> str | None:
+    """Why `config` refuses the override key=value (the message after the variant's name), or
+    None: key is not a field, a field no config flag overrides, or of another type."""
+    try:
+        field_type = config_path.get_type(key, config)
+    except (KeyError, AttributeError, IndexError) as e:
+        return f" overrides {key!r}, which is not a field of {config_name} ({e})"
+    ok = {
+        bool: lambda v: isinstance(v, bool),
+        int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+        float: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        str: lambda v: isinstance(v, str),
+        tuple: lambda v: isinstance(v, tuple),
+    }.get(field_type)
+    if ok is None:
+        return (
+            f" overrides {key!r}, whose type in {config_name} is "
+            f"{getattr(field_type, '__name__', field_type)}; config flags can only "
+            "override bool, int, float, str and tuple fields (use a typed "
+            "ml_collections placeholder for fields that default to None)"
+        )
+    if not ok(value):
+        return (
+            f"[{key!r}] = {value!r} ({type(value).__name__}), but the field in {config_name} is "
+            f"{field_type.__name__}"
+        )
+    return None
+
+
+def refused_overrides(sweep: Sweep, config_spec: str, cwd: str | None = None) -> list[str] | None:
+    """The override keys of `sweep` (those of every run variant, in order) that its base config
+    `config_spec` ("path:arg"), as this checkout has it, refuses as `check_overrides` does:
+    fields renamed or removed since the sweep ran (a committed results/ folder). Its file is
+    found from the current directory or else from `cwd` (the sweep's launch directory); None
+    when it does not load."""
+    path, _, arg = config_spec.partition(":")
+    if not os.path.isfile(path) and cwd is not None:
+        path = os.path.join(cwd, path)
+    try:
+        config = _load_config(path, arg)
+    except (OSError, ImportError, SyntaxError, KeyError, ValueError, TypeError, AttributeError):
+        return None
+    refused: dict[str, None] = {}
+    for overrides in (*sweep.run_variants.values(), *sweep.confirm_run_variants.values()):
+        for key, value in overrides.items():
+            if _refusal(config, path, key, value) is not None:
+                refused[key] = None
+    return list(refused)
 
 
 def _check_wandb(variant: str, overrides: Mapping[str, Any], config) -> None:
