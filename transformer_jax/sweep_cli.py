@@ -24,9 +24,8 @@ from transformer_jax import sweep_record
 from transformer_jax.commands import one_line_errors, parse_flags, recorded_command
 from transformer_jax.report import plan
 from transformer_jax.report.report import write_report
-from transformer_jax.sweep import grid_edges
+from transformer_jax.sweep import grid_edges, slurm
 from transformer_jax.sweep import hparams as sweep_hparams
-from transformer_jax.sweep import slurm
 from transformer_jax.sweep.runner import DEFAULT_MAIN, resolved_sweep, run_sweep
 from transformer_jax.sweep.spec import Sweep, load_sweep
 from transformer_jax.sweep_dir import read_run, read_sweep_json, run_dir, update_sweep_json

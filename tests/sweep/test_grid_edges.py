@@ -14,8 +14,8 @@ from test_nuisance_sweep import FAKE_CONFIG, MACHINE, tuned_sweep
 
 from transformer_jax.report.report import write_report
 from transformer_jax.sweep import grid_edges, run_sweep
-from transformer_jax.sweep_cli import tensorboard_events
 from transformer_jax.sweep.nuisance import GridExtension
+from transformer_jax.sweep_cli import tensorboard_events
 
 # Validation loss |log10(lr / best)|; a rate above `diverge` diverges; FAKE_BLOCK_LR blocks.
 FAKE_MAIN = """
