@@ -24,9 +24,8 @@ from transformer_jax import sweep_record
 from transformer_jax.commands import one_line_errors, parse_flags, recorded_command
 from transformer_jax.report import plan
 from transformer_jax.report.report import write_report
-from transformer_jax.sweep import grid_edges
+from transformer_jax.sweep import grid_edges, slurm
 from transformer_jax.sweep import hparams as sweep_hparams
-from transformer_jax.sweep import slurm
 from transformer_jax.sweep.runner import DEFAULT_MAIN, resolved_sweep, run_sweep
 from transformer_jax.sweep.spec import Sweep, load_sweep
 from transformer_jax.sweep_dir import read_run, read_sweep_json, run_dir, update_sweep_json
@@ -178,6 +177,12 @@ def _main(argv: Sequence[str]) -> int:
         seeds = [int(s) for s in f.seeds]
     except ValueError:
         raise ValueError(f"--seeds={','.join(f.seeds)}: must be integers") from None
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:  # --seeds=0,0 for 0,1 would run seed 0 alone, and say nothing
+        raise ValueError(
+            f"--seeds={','.join(f.seeds)} repeats {', '.join(map(str, repeated))}; valid: each "
+            "seed once"
+        )
     launcher = slurm.check_launcher(f.launcher, f.parallel, slurm.flag_values(f))
     if f.status:
         print(slurm.format_status(slurm.sweep_status(workdir)))

@@ -592,7 +592,10 @@ def _check_seeds(field: str, seeds: tuple) -> tuple[int, ...]:
         if not F.is_seed(seed):
             raise ValueError(f"{field} = {seeds!r} holds {seed!r}; valid seeds: {F.VALID_SEEDS}")
     if len(set(seeds)) != len(seeds):
-        raise ValueError(f"{field} = {seeds!r}: contains duplicates")
+        repeated = ", ".join(str(s) for s in sorted(set(seeds)) if seeds.count(s) > 1)
+        raise ValueError(
+            f"{field} = {seeds!r}: contains duplicates ({repeated}); valid: each seed once"
+        )
     return seeds
 
 
