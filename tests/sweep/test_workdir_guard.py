@@ -9,6 +9,7 @@ from sweep_fixtures import MACHINE, run_demo
 
 from transformer_jax.report.report import write_report
 from transformer_jax.sweep import Sweep, launcher, run_sweep
+from transformer_jax.sweep_cli import report_with_sweep
 
 OTHER = Sweep(
     config="configs/fake.py",
@@ -75,6 +76,38 @@ def test_a_metric_added_is_the_same_sweep(project):
         str(workdir), changed, "experiments/demo.py", stored["config_spec"], False, "fake_main"
     )
     assert not (workdir / "replaced").exists()
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_a_refused_report_only_sweep_leaves_sweep_json_as_it_was(project, replace, capsys):
+    """`--report_only --sweep` records the definition, then writes the report: a report
+    refused (here a run's summary.json cut short) says nothing was written, and nothing was:
+    sweep.json is the old one and no replaced/<n>/ is left (with --replace or a metric added)."""
+    workdir = project / "out"
+    run_demo(workdir, variants=["base", "better"])
+    before = _files(workdir)
+    summary = workdir / "base" / "seed_0" / "summary.json"
+    good = summary.read_bytes()
+    summary.write_bytes(good[:20])
+    (project / "experiments" / "other.py").write_text(
+        '"""Another sweep."""\nfrom transformer_jax.sweep import Sweep\n\n'
+        f"def get_sweep():\n    return Sweep(**{OTHER.to_dict()!r})\n"
+    )
+    sweep_file = "experiments/other.py" if replace else "experiments/demo.py"
+    capsys.readouterr()
+    with pytest.raises(ValueError, match="summary.json is damaged"):
+        report_with_sweep(str(workdir), sweep_file, None, False, replace)
+    assert _files(workdir) == before
+    assert not (workdir / "replaced").exists()
+    assert capsys.readouterr().out == ""
+    summary.write_bytes(good)
+    if replace:  # the other sweep's runs are not there: refused, as fewer than runs.csv lists
+        with pytest.raises(ValueError, match="nothing was written"):
+            report_with_sweep(str(workdir), sweep_file, None, False, replace)
+        assert _files(workdir) == before and not (workdir / "replaced").exists()
+    report_with_sweep(str(workdir), sweep_file, None, replace, replace)  # --force
+    assert (workdir / "replaced" / "1").is_dir() == replace
+    assert ("another sweep replaces" in capsys.readouterr().out) == replace
 
 
 @pytest.mark.parametrize(
