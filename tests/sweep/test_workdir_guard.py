@@ -154,6 +154,38 @@ def test_an_empty_workdir_is_refused(project, workdir):
     assert sorted(os.listdir(project)) == ["configs", "experiments", "fake_main.py"]
 
 
+def test_a_lock_released_between_a_runners_create_and_read_is_taken(tmp_path, monkeypatch):
+    """The window the racing runners below hit at random, opened on purpose: the lock exists
+    when a runner fails to create it and is gone (its holder finished) when the runner reads
+    it. The runner takes the lock; it used to read it as stale and fail removing it
+    (FileNotFoundError)."""
+    lock = tmp_path / launcher.LOCK_FILE
+    lock.write_text(json.dumps({"pid": os.getppid(), "hostname": launcher.socket.gethostname()}))
+
+    def released_first(path, *args, **kwargs):
+        if os.fspath(path) == str(lock) and not args:  # the runner's read of the holder
+            lock.unlink(missing_ok=True)
+        return open(path, *args, **kwargs)
+
+    monkeypatch.setattr(launcher, "open", released_first, raising=False)
+    with launcher.WorkdirLock(str(tmp_path)):
+        monkeypatch.undo()
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+    assert not lock.exists()
+
+
+def test_a_runner_leaving_removes_only_its_own_lock(tmp_path):
+    """A lock another runner holds by the time this one leaves (it took over one it found
+    stale) stays: a runner removes the lock only while it records this runner."""
+    lock = tmp_path / launcher.LOCK_FILE
+    other = json.dumps({"pid": os.getppid(), "hostname": launcher.socket.gethostname()})
+    with launcher.WorkdirLock(str(tmp_path)):
+        lock.write_text(other)
+    assert lock.read_text() == other
+    with pytest.raises(ValueError, match="another sweep runner"):
+        launcher.WorkdirLock(str(tmp_path)).__enter__()
+
+
 @pytest.mark.slow  # 20 rounds of forked runners racing: load-dependent, so not in the default tier
 def test_runners_racing_over_a_stale_lock_take_it_one_at_a_time(tmp_path):
     """Forked runners over one stale lock, 20 rounds: each either holds the lock or is refused
