@@ -56,7 +56,39 @@ BAD = [
         "main: error: model.num_encoder_layers=1000000 cannot fit",
     ),
     ("main", [COPY, "--config.data.data_dir="], "main: error: data.data_dir='' is empty"),
+    (
+        "main",
+        [COPY, "--config.data.data_dir=/proc/self/tfds"],
+        "main: error: data.data_dir=/proc/self/tfds is under /proc, which holds no files; valid",
+    ),
+    (
+        "main",
+        [COPY, "--config.model.d_model=1e9"],
+        "main: error: flag --config.model.d_model=1e9: invalid literal for int() with base 10: "
+        "'1e9'; valid: an integer, written out in digits (1000000000, not 1e9)",
+    ),
     ("main", ["--config=README.md"], "main: error: --config=README.md is not a Python config"),
+    (  # a sweep file given as the config: a Python file without get_config()
+        "main",
+        ["--config=experiments/quickstart.py"],
+        "main: error: --config=experiments/quickstart.py defines no get_config(); valid: a config",
+    ),
+    (
+        "sweep",
+        ["--sweep=README.md", "--workdir=HERE/run"],
+        "sweep: error: sweep file 'README.md' is not Python (",
+    ),
+    (
+        "sweep",
+        ["--sweep=configs/algorithmic.py", "--workdir=HERE/run"],
+        "sweep: error: sweep file 'configs/algorithmic.py' defines no get_sweep(); valid:",
+    ),
+    (  # 0,0 for 0,1: seed 0 would run alone, and nothing would say so
+        "sweep",
+        ["--sweep=experiments/quickstart.py", "--workdir=HERE/run", "--seeds=0,0"],
+        "sweep: error: --seeds=0,0 repeats 0; valid: each seed once",
+    ),
+    ("main", [COPY, "--seeds=0,1,0"], "main: error: --seeds=0,1,0 repeats a seed (0); valid:"),
     (
         "main",
         ["--confg=configs/algorithmic.py:copy"],
@@ -75,13 +107,24 @@ BAD = [
         "aot: error: model.d_model=1000000000 cannot fit",
     ),
 ]
-# (module, flags with WORKDIR in place of the workdir, the start of the error line).
+# (module, flags with WORKDIR in place of a file's path and HERE in place of the case's own
+# directory, the start of the error line).
 WORKDIRS = [
     ("main", [COPY, "--workdir="], "main: error: --workdir='' is empty; valid: a directory"),
     ("main", [COPY, "--workdir= "], "main: error: --workdir=' ' is empty"),
     ("main", [COPY, "--workdir=WORKDIR"], "main: error: --workdir=WORKDIR is a file"),
     ("main", [COPY, "--workdir=WORKDIR/run"], "main: error: --workdir=WORKDIR/run is inside"),
     ("main", [COPY, "--workdir=/proc/self/run"], "main: error: --workdir=/proc/self/run is under"),
+    (
+        "main",
+        [COPY, "--workdir=HERE/run", "--config.data.data_dir=WORKDIR"],
+        "main: error: data.data_dir=WORKDIR is a file, not a directory; valid: a directory",
+    ),
+    (
+        "main",
+        [COPY, "--workdir=HERE/run", "--config.data.data_dir=WORKDIR/tfds"],
+        "main: error: data.data_dir=WORKDIR/tfds is inside WORKDIR, a file, not a directory",
+    ),
     ("sweep", ["--workdir=", "--report_only"], "sweep: error: --workdir='' is empty"),
     ("sweep", ["--workdir=WORKDIR", "--report_only"], "sweep: error: --workdir=WORKDIR is a file"),
     ("generate", ["--workdir=", "--input=0 1"], "generate: error: --workdir='' is empty"),
@@ -91,6 +134,16 @@ WORKDIRS = [
 
 def _module(name: str) -> str:
     return f"transformer_jax.{name}"
+
+
+def _sets_data_dir(flags) -> bool:
+    return any(f.startswith("--config.data.data_dir=") for f in flags)
+
+
+def _assert_only_line(stderr: str, message: str) -> None:
+    """The error line is all the command printed: no warning or library log before it."""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), stderr[-2000:]
 
 
 @pytest.fixture(scope="module")
@@ -104,18 +157,20 @@ def results(tmp_path_factory):
         where.mkdir()
         own = [f"--workdir={where / 'run'}"] if module == "main" else []
         # A case that sets data_dir itself keeps its own value (a later flag would override it).
-        sets_data_dir = any(f.startswith("--config.data.data_dir=") for f in flags)
-        if module != "sweep" and "--config=README.md" not in flags and not sets_data_dir:
+        if module != "sweep" and COPY in flags and not _sets_data_dir(flags):
             own.append(f"--config.data.data_dir={where / 'data'}")
+        flags = [f.replace("HERE", str(where)) for f in flags]
         cases.append((_module(module), [*flags, *own]))
         dirs.append(where)
     for i, (module, flags, _) in enumerate(WORKDIRS):
         where = root / f"workdir{i}"
         where.mkdir()
         (where / "file").write_text("not a directory\n")
-        flags = [f.replace("WORKDIR", str(where / "file")) for f in flags]
-        if module == "main":
+        if module == "main" and not _sets_data_dir(flags):
             flags.append(f"--config.data.data_dir={where / 'data'}")
+        flags = [
+            f.replace("WORKDIR", str(where / "file")).replace("HERE", str(where)) for f in flags
+        ]
         cases.append((_module(module), flags))
         dirs.append(where)
     return list(zip(dirs, _run_forked(cases), strict=True))
@@ -125,13 +180,16 @@ def results(tmp_path_factory):
 def test_a_bad_value_is_one_line_before_anything_is_written(results, module, flags, message):
     where, (status, stderr) = results[BAD.index((module, flags, message))]
     _assert_one_line_error(status, stderr, message)
+    _assert_only_line(stderr, message)
     assert not (where / "run").exists() and not (where / "data").exists()
 
 
 @pytest.mark.parametrize(("module", "flags", "message"), WORKDIRS)
 def test_a_bad_workdir_names_the_flag(results, module, flags, message):
     where, (status, stderr) = results[len(BAD) + WORKDIRS.index((module, flags, message))]
-    _assert_one_line_error(status, stderr, message.replace("WORKDIR", str(where / "file")))
+    message = message.replace("WORKDIR", str(where / "file"))
+    _assert_one_line_error(status, stderr, message)
+    _assert_only_line(stderr, message)
     assert sorted(p.name for p in where.iterdir()) == ["file"]
     assert (where / "file").read_text() == "not a directory\n"
 

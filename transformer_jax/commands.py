@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from transformer_jax import environment, library_logs
+from transformer_jax.fields import check_directory
 
 USER_ERROR_EXIT_CODE = 2  # as argparse and absl exit for bad flags
 # The repository: the directory holding this package (configs/, experiments/, results/).
@@ -126,9 +127,20 @@ def parse_flags(name: str) -> Callable[[list[str]], list[str]]:
             # its last line is what the user needs.
             lines = [line.strip() for line in str(error).splitlines() if line.strip()]
             message = lines[-1].removeprefix("ValueError: ") if lines else type(error).__name__
+            if "invalid literal for int()" in message:  # an int field given abc, 1e9 or 0.5
+                message += f"; valid: {_VALID_INT}"
         except (AttributeError, KeyError) as error:  # ml_collections: an override of no field
-            bad = next((a for a in argv if a.startswith("--config.")), "--config")
-            message = _unknown_override(bad[2:].split("=", 1)[0], argv)
+            if isinstance(error, AttributeError) and error.name == "get_config":
+                # A Python file without get_config(): a sweep file, a module of the package.
+                config = next((a for a in argv if a.startswith("--config=")), "--config")
+                message = (
+                    f"{config} defines no get_config(); valid: a config file, e.g. "
+                    "--config=configs/algorithmic.py:copy (a sweep file, defining get_sweep(), "
+                    "runs with python -m transformer_jax.sweep --sweep=FILE)"
+                )
+            else:
+                bad = next((a for a in argv if a.startswith("--config.")), "--config")
+                message = _unknown_override(bad[2:].split("=", 1)[0], argv)
             del error
         except OSError as error:  # a config file that cannot be read, e.g. a missing one
             message = _unreadable_config(error, argv)
@@ -138,27 +150,14 @@ def parse_flags(name: str) -> Callable[[list[str]], list[str]]:
     return parse
 
 
-# The kernel's views of processes, devices and drivers: no run or sweep can be written there.
-_KERNEL_DIRS = ("/proc", "/sys", "/dev")
-
-
 def check_workdir(value: str, flag: str = "--workdir") -> None:
     """Refuses (ValueError, one line naming `flag`) a workdir that is empty or blank (an unset
     shell variable would put the run in the current directory), a file or under one, or under
-    /proc, /sys or /dev. A directory that does not exist yet is valid."""
-    valid = "valid: a directory path, new or existing, e.g. --workdir=runs/copy"
-    if not value.strip():
-        raise ValueError(f"{flag}={value!r} is empty; {valid}")
-    path = os.path.abspath(os.path.expanduser(value))
-    for kernel in _KERNEL_DIRS:
-        if path == kernel or path.startswith(kernel + os.sep):
-            raise ValueError(f"{flag}={value} is under {kernel}, which holds no files; {valid}")
-    probe = path
-    while not os.path.isdir(probe):
-        if os.path.lexists(probe):
-            what = "is a file" if probe == path else f"is inside {probe}, a file"
-            raise ValueError(f"{flag}={value} {what}, not a directory; {valid}")
-        probe = os.path.dirname(probe)
+    /proc, /sys or /dev (fields.check_directory). A directory that does not exist yet is
+    valid."""
+    check_directory(
+        flag, value, "valid: a directory path, new or existing, e.g. --workdir=runs/copy"
+    )
 
 
 def _unknown_override(named: str, argv: Sequence[str]) -> str:
@@ -187,6 +186,9 @@ def _unreadable_config(error: OSError, argv: Sequence[str]) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     return f"{config}: {lines[-1] if lines else type(error).__name__}"
 
+
+# What an integer field takes: `1e9` is a float to Python, so a large size must be written out.
+_VALID_INT = "an integer, written out in digits (1000000000, not 1e9)"
 
 _NO_SUCH_FIELD = "the config has no such field; check its spelling against the config file"
 

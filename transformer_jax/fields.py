@@ -8,6 +8,7 @@ dotted field, the value and what would be valid.
 
 import dataclasses
 import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,6 +53,33 @@ def is_seed(value) -> bool:
 def check_seed(field: str, value) -> None:
     if not is_seed(value):
         raise ValueError(f"{field}={value!r} is not a valid seed; valid: {VALID_SEEDS}")
+
+
+# The kernel's views of processes, devices and drivers: no run, sweep or dataset can be written
+# there.
+KERNEL_DIRS = ("/proc", "/sys", "/dev")
+
+
+def check_directory(named: str, value: str, valid: str) -> None:
+    """Refuses (ValueError, one line: `named`, the value and `valid`) a directory path that is
+    empty or blank (an unset shell variable), a file or under one, or under /proc, /sys or
+    /dev. A directory that does not exist yet is valid, and so is a URL (gs://...), which the
+    local filesystem cannot check. `named` is the flag or field as the user wrote it
+    (`--workdir`, `data.data_dir`)."""
+    if not value.strip():
+        raise ValueError(f"{named}={value!r} is empty; {valid}")
+    if "://" in value:
+        return
+    path = os.path.abspath(os.path.expanduser(value))
+    for kernel in KERNEL_DIRS:
+        if path == kernel or path.startswith(kernel + os.sep):
+            raise ValueError(f"{named}={value} is under {kernel}, which holds no files; {valid}")
+    probe = path
+    while not os.path.isdir(probe):
+        if os.path.lexists(probe):
+            what = "is a file" if probe == path else f"is inside {probe}, a file"
+            raise ValueError(f"{named}={value} {what}, not a directory; {valid}")
+        probe = os.path.dirname(probe)
 
 
 def check_float(

@@ -15,6 +15,7 @@ Rerunning the same command resumes the sweep. Exit status: 0 done; 1 a selected 
 stopped before finishing (a submission exits 0 once its jobs are queued); 2 a bad sweep file,
 flag or workdir (one error line); 130 interrupted."""
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -28,7 +29,15 @@ from transformer_jax.sweep import grid_edges, slurm
 from transformer_jax.sweep import hparams as sweep_hparams
 from transformer_jax.sweep.runner import DEFAULT_MAIN, resolved_sweep, run_sweep
 from transformer_jax.sweep.spec import Sweep, load_sweep
-from transformer_jax.sweep_dir import read_run, read_sweep_json, run_dir, update_sweep_json
+from transformer_jax.sweep_dir import (
+    SWEEP_FILE,
+    read_run,
+    read_sweep_json,
+    replaced_line,
+    restored_on_refusal,
+    run_dir,
+    update_sweep_json,
+)
 
 # The module docstring is the command's --help. This module writes the report
 # (transformer_jax/report), which reads the sweep package's definitions, so it sits above both
@@ -166,6 +175,31 @@ def tensorboard_events(workdir: str) -> str:
     )
 
 
+def report_with_sweep(
+    workdir: str, sweep_file: str, runs_csv: list[str] | None, force: bool, replace: bool
+) -> str:
+    """`--report_only --sweep`: records the sweep file's definition in sweep.json (refused for
+    another sweep unless `replace`), then writes the report; returns report.md's path. A report
+    refused (a run's damaged record, fewer runs than runs.csv) leaves sweep.json and replaced/
+    as they were (sweep_dir.restored_on_refusal): nothing was written, as its error says."""
+    stored = read_sweep_json(workdir)
+    with restored_on_refusal(workdir) as replaced:
+        update_sweep_json(
+            workdir,
+            resolved_sweep(load_sweep(sweep_file)),
+            sweep_file,
+            stored["config_spec"],
+            stored.get("quick", False),
+            stored.get("main_module", DEFAULT_MAIN),
+            replace=replace,
+            announce=False,
+        )
+        report = write_report(workdir, runs_csv=runs_csv, force=force)
+    for kept in replaced:
+        print(replaced_line(os.path.join(workdir, SWEEP_FILE), kept))
+    return report
+
+
 def _main(argv: Sequence[str]) -> int:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments: {argv[1:]}")
@@ -177,6 +211,12 @@ def _main(argv: Sequence[str]) -> int:
         seeds = [int(s) for s in f.seeds]
     except ValueError:
         raise ValueError(f"--seeds={','.join(f.seeds)}: must be integers") from None
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:  # --seeds=0,0 for 0,1 would run seed 0 alone, and say nothing
+        raise ValueError(
+            f"--seeds={','.join(f.seeds)} repeats {', '.join(map(str, repeated))}; valid: each "
+            "seed once"
+        )
     launcher = slurm.check_launcher(f.launcher, f.parallel, slurm.flag_values(f))
     if f.status:
         print(slurm.format_status(slurm.sweep_status(workdir)))
@@ -195,17 +235,9 @@ def _main(argv: Sequence[str]) -> int:
         return 0
     if f.report_only:
         if f.sweep:
-            stored = read_sweep_json(workdir)
-            update_sweep_json(
-                workdir,
-                resolved_sweep(load_sweep(f.sweep)),
-                f.sweep,
-                stored["config_spec"],
-                stored.get("quick", False),
-                stored.get("main_module", DEFAULT_MAIN),
-                replace=f.replace,
-            )
-        print(write_report(workdir, runs_csv=f.runs_csv or None, force=f.force))
+            print(report_with_sweep(workdir, f.sweep, f.runs_csv or None, f.force, f.replace))
+        else:
+            print(write_report(workdir, runs_csv=f.runs_csv or None, force=f.force))
         return 0
     if not f.sweep:
         raise ValueError("--sweep is required (unless --report_only or --status)")

@@ -8,6 +8,7 @@ them). Apart from update_sweep_json everything here only reads files, so a repor
 regenerated at any time, including while a sweep is still running.
 """
 
+import contextlib
 import csv
 import dataclasses
 import json
@@ -32,6 +33,7 @@ from transformer_jax.run_dir import (
     read_json_object,
     read_summary,
     seed_dir,
+    write_bytes,
     write_json,
 )
 
@@ -289,6 +291,10 @@ def another_sweep(previous: Mapping[str, Any], sweep: Mapping[str, Any]) -> list
     return [f for f in RUN_FIELDS if value(previous, f) != value(sweep, f)]
 
 
+def replaced_line(path: str, kept: str) -> str:
+    return f"sweep: another sweep replaces {path}; its records are kept in {kept}"
+
+
 def keep_replaced(workdir: str) -> str:
     """Copies sweep.json and the report's files (every file at the top of the workdir) into a
     new WORKDIR/replaced/<n>/, before another sweep's definition replaces them; returns it."""
@@ -304,6 +310,33 @@ def keep_replaced(workdir: str) -> str:
     return kept
 
 
+@contextlib.contextmanager
+def restored_on_refusal(workdir: str) -> Iterator[list[str]]:
+    """Puts sweep.json back as it was, and removes the WORKDIR/replaced/<n>/ made meanwhile,
+    when the block raises a ValueError: `--report_only --sweep` records the new definition
+    (`update_sweep_json`) before the report reads the runs, and a report refused then (a run's
+    damaged record, fewer runs than its runs.csv) must leave the workdir as it found it.
+    Yields a list that holds, once the block has succeeded, the replaced/<n>/ it made."""
+    path = os.path.join(workdir, SWEEP_FILE)
+    with open(path, "rb") as f:
+        before = f.read()
+    parent = os.path.join(workdir, REPLACED_DIR)
+    kept = set(os.listdir(parent)) if os.path.isdir(parent) else None
+    made: list[str] = []
+    try:
+        yield made
+    except ValueError:
+        write_bytes(path, before)
+        if os.path.isdir(parent):
+            for name in set(os.listdir(parent)) - (kept or set()):
+                shutil.rmtree(os.path.join(parent, name))
+            if kept is None:
+                os.rmdir(parent)
+        raise
+    if os.path.isdir(parent):
+        made += [os.path.join(parent, n) for n in sorted(set(os.listdir(parent)) - (kept or set()))]
+
+
 def update_sweep_json(
     workdir: str,
     sweep: Mapping[str, Any],
@@ -314,13 +347,15 @@ def update_sweep_json(
     invocation: Mapping[str, Any] | None = None,
     *,
     replace: bool = False,
+    announce: bool = True,
 ) -> dict[str, Any]:
     """Writes WORKDIR/sweep.json: the resolved sweep (`sweep`, a Sweep's to_dict()) plus the
     history of launches, `invocation` appended to it (None: a report-only update).
 
     Raises ValueError, writing nothing, if the workdir holds a sweep of another config spec,
     or one whose runs are defined otherwise (`another_sweep`) unless `replace`: then the old
-    sweep.json and report are first copied into WORKDIR/replaced/<n>/ (`keep_replaced`)."""
+    sweep.json and report are first copied into WORKDIR/replaced/<n>/ (`keep_replaced`), which
+    a line on stdout says unless not `announce` (the caller says it once its work is done)."""
     path = os.path.join(workdir, SWEEP_FILE)
     previous: dict[str, Any] = {}
     if os.path.isfile(path):
@@ -343,7 +378,8 @@ def update_sweep_json(
             )
         if differs:
             kept = keep_replaced(workdir)
-            print(f"sweep: another sweep replaces {path}; its records are kept in {kept}")
+            if announce:
+                print(replaced_line(path, kept))
     resolved = {
         "file": sweep_file,
         **sweep,

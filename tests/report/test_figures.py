@@ -2,6 +2,7 @@
 two texts on top of each other; the forest plot shows the tables' own numbers."""
 
 import csv
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -238,3 +239,25 @@ def test_curves_come_back_from_the_record_without_run_directories(tmp_path, draw
     write_report(str(workdir))
     after = {name: curve_data(fig) for name, fig in drawn.items() if name.startswith("curves_")}
     assert after == before and len(after) == 3
+
+
+def test_a_figure_that_meets_a_full_disk_is_named_and_the_old_one_kept(tmp_path, monkeypatch):
+    """A figure is written as the report's other files are: a full disk (an OSError naming no
+    file, as a write's) is an error naming the PNG, and the figure already there is intact."""
+    workdir = tmp_path / "flat"
+    flat_report(str(workdir))
+    before = {p.name: p.read_bytes() for p in workdir.glob("*.png")}
+    fsync = os.fsync
+
+    def full_for_figures(fd):
+        name = os.readlink(f"/proc/self/fd/{fd}")  # an atomic write's temporary file
+        if ".png" in name and name.endswith(".tmp"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", full_for_figures)
+    with pytest.raises(OSError, match=r"No space left on device: '.*/flat/\w+\.png'"):
+        write_report(str(workdir))
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in workdir.glob("*.png")} == before
+    assert not list(workdir.glob("*.tmp"))

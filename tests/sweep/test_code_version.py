@@ -157,6 +157,7 @@ def test_where_git_cannot_check_the_launch_says_so_and_records_the_files_hash(
     """Outside a checkout, and with no git on PATH: one line says why the check cannot run;
     each run records "unknown" and the sha256 of the code's files, which an edit changes."""
     outside = code_version.checked(allow_dirty=False, cwd=str(project))
+    code_version.say_unchecked(outside)
     (line,) = capsys.readouterr().err.splitlines()
     assert "dirty-tree check cannot run" in line and "is not in a git checkout" in line
     assert outside.commit == "unknown" and len(outside.files_sha256) == 64
@@ -166,3 +167,22 @@ def test_where_git_cannot_check_the_launch_says_so_and_records_the_files_hash(
     with open(project / "configs" / "fake.py", "a") as f:
         f.write("# an edit\n")
     assert code_version.read(str(project)).files_sha256 != outside.files_sha256
+
+
+def test_a_refused_launch_outside_a_checkout_prints_only_its_error(project, capsys):
+    """The line saying the dirty-tree check cannot run comes once the launch is accepted: a
+    launch refused (here a variant the sweep lacks) leaves its error line alone."""
+    with pytest.raises(ValueError, match="nope"):
+        run_sweep(
+            load_sweep("experiments/demo.py"),
+            "experiments/demo.py",
+            str(project / "runs"),
+            variants=["nope"],
+            main_module="fake_main",
+            machine=MACHINE,
+        )
+    assert capsys.readouterr().err == ""
+    assert not (project / "runs").exists()
+    demo(project / "runs")
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "dirty-tree" in x]
+    assert "is not in a git checkout" in line

@@ -60,10 +60,20 @@ def test_load_sweep_uses_docstring_and_checks_file(tmp_path):
     with pytest.raises(ValueError, match="returned dict; it must return"):
         load_sweep(str(path))
     path.write_text("x = 1\n")
-    with pytest.raises(ValueError, match="must define get_sweep"):
+    with pytest.raises(ValueError, match="defines no get_sweep"):
         load_sweep(str(path))
     with pytest.raises(ValueError, match="does not exist"):
         load_sweep(str(tmp_path / "nope.py"))
+
+
+@pytest.mark.parametrize("name", ["README.md", "s.py"])
+def test_a_sweep_file_that_is_not_python_is_named(tmp_path, name):
+    """A README given as --sweep (not .py: importlib finds no loader for it) or a file with a
+    syntax error: a ValueError naming the file and the line, not a traceback."""
+    path = tmp_path / name
+    path.write_text("# A sweep\n\nIt's not Python.\n")
+    with pytest.raises(ValueError, match=r"sweep file .* is not Python \(.*, line 3\); valid"):
+        load_sweep(str(path))
 
 
 def test_check_overrides_against_the_config(project):

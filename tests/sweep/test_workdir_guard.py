@@ -9,6 +9,7 @@ from sweep_fixtures import MACHINE, run_demo
 
 from transformer_jax.report.report import write_report
 from transformer_jax.sweep import Sweep, launcher, run_sweep
+from transformer_jax.sweep_cli import report_with_sweep
 
 OTHER = Sweep(
     config="configs/fake.py",
@@ -77,6 +78,38 @@ def test_a_metric_added_is_the_same_sweep(project):
     assert not (workdir / "replaced").exists()
 
 
+@pytest.mark.parametrize("replace", [False, True])
+def test_a_refused_report_only_sweep_leaves_sweep_json_as_it_was(project, replace, capsys):
+    """`--report_only --sweep` records the definition, then writes the report: a report
+    refused (here a run's summary.json cut short) says nothing was written, and nothing was:
+    sweep.json is the old one and no replaced/<n>/ is left (with --replace or a metric added)."""
+    workdir = project / "out"
+    run_demo(workdir, variants=["base", "better"])
+    before = _files(workdir)
+    summary = workdir / "base" / "seed_0" / "summary.json"
+    good = summary.read_bytes()
+    summary.write_bytes(good[:20])
+    (project / "experiments" / "other.py").write_text(
+        '"""Another sweep."""\nfrom transformer_jax.sweep import Sweep\n\n'
+        f"def get_sweep():\n    return Sweep(**{OTHER.to_dict()!r})\n"
+    )
+    sweep_file = "experiments/other.py" if replace else "experiments/demo.py"
+    capsys.readouterr()
+    with pytest.raises(ValueError, match="summary.json is damaged"):
+        report_with_sweep(str(workdir), sweep_file, None, False, replace)
+    assert _files(workdir) == before
+    assert not (workdir / "replaced").exists()
+    assert capsys.readouterr().out == ""
+    summary.write_bytes(good)
+    if replace:  # the other sweep's runs are not there: refused, as fewer than runs.csv lists
+        with pytest.raises(ValueError, match="nothing was written"):
+            report_with_sweep(str(workdir), sweep_file, None, False, replace)
+        assert _files(workdir) == before and not (workdir / "replaced").exists()
+    report_with_sweep(str(workdir), sweep_file, None, replace, replace)  # --force
+    assert (workdir / "replaced" / "1").is_dir() == replace
+    assert ("another sweep replaces" in capsys.readouterr().out) == replace
+
+
 @pytest.mark.parametrize(
     ("seeds", "message"),
     [
@@ -119,6 +152,38 @@ def test_an_empty_workdir_is_refused(project, workdir):
     with pytest.raises(ValueError, match="is empty; valid: a directory path"):
         run_demo(workdir)
     assert sorted(os.listdir(project)) == ["configs", "experiments", "fake_main.py"]
+
+
+def test_a_lock_released_between_a_runners_create_and_read_is_taken(tmp_path, monkeypatch):
+    """The window the racing runners below hit at random, opened on purpose: the lock exists
+    when a runner fails to create it and is gone (its holder finished) when the runner reads
+    it. The runner takes the lock; it used to read it as stale and fail removing it
+    (FileNotFoundError)."""
+    lock = tmp_path / launcher.LOCK_FILE
+    lock.write_text(json.dumps({"pid": os.getppid(), "hostname": launcher.socket.gethostname()}))
+
+    def released_first(path, *args, **kwargs):
+        if os.fspath(path) == str(lock) and not args:  # the runner's read of the holder
+            lock.unlink(missing_ok=True)
+        return open(path, *args, **kwargs)
+
+    monkeypatch.setattr(launcher, "open", released_first, raising=False)
+    with launcher.WorkdirLock(str(tmp_path)):
+        monkeypatch.undo()
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+    assert not lock.exists()
+
+
+def test_a_runner_leaving_removes_only_its_own_lock(tmp_path):
+    """A lock another runner holds by the time this one leaves (it took over one it found
+    stale) stays: a runner removes the lock only while it records this runner."""
+    lock = tmp_path / launcher.LOCK_FILE
+    other = json.dumps({"pid": os.getppid(), "hostname": launcher.socket.gethostname()})
+    with launcher.WorkdirLock(str(tmp_path)):
+        lock.write_text(other)
+    assert lock.read_text() == other
+    with pytest.raises(ValueError, match="another sweep runner"):
+        launcher.WorkdirLock(str(tmp_path)).__enter__()
 
 
 @pytest.mark.slow  # 20 rounds of forked runners racing: load-dependent, so not in the default tier

@@ -313,3 +313,16 @@ def test_orbax_threads_racing_the_exit_after_a_failed_save_print_nothing(message
     assert quiet.filter(record(RuntimeError(message), __file__))  # not orbax's: kept
     assert quiet.filter(record(RuntimeError("something else"), orbax_file))
     assert quiet.filter(record(OSError(message), orbax_file))
+
+
+def test_a_reader_opens_a_run_without_orbax_read_only_note(tmp_path, caplog):
+    """generate and the analyses open checkpoints read only: orbax's warning saying so is not
+    printed before their output, or before the one line of their error."""
+    with Checkpointer(tmp_path, every=1, keep=1) as writer:
+        writer.save(1, _state(0))
+    with (
+        caplog.at_level(logging.WARNING),
+        Checkpointer(tmp_path, every=1, keep=1, read_only=True) as reader,
+    ):
+        assert reader.latest_step() == 1
+    assert not [r for r in caplog.records if "read only" in r.getMessage()]

@@ -78,6 +78,30 @@ def test_an_edited_or_swapped_summary_is_refused_by_the_report(trained):
     assert sweep_dir.read_run(str(sweep), "base", 0).status == "finished"
 
 
+@pytest.mark.parametrize("change", ["edited", "swapped", "cut short"])
+def test_a_changed_summary_is_refused_by_a_resume_and_kept(trained, tmp_path, change):
+    """A solo run's resume reads its summary.json as a group's does: an edited one, another
+    run's or one cut short (recorded or not) is refused by name before anything is written,
+    never replaced by the re-evaluated summary (which would hide that the record changed)."""
+    config, workdir = trained
+    path = workdir / SUMMARY_FILE
+    if change == "edited":
+        summary = json.loads(path.read_text())
+        summary["metrics"][next(iter(summary["metrics"]))]["loss"] = 0.001
+        path.write_text(json.dumps(summary, indent=2) + "\n")
+    elif change == "swapped":
+        run_dir.write_summary(tmp_path, run_dir.RunSummary("finished", 4, {"test": {"loss": 9.0}}))
+        path.write_bytes((tmp_path / SUMMARY_FILE).read_bytes())
+    else:  # in a run from before checksums: no record to compare it with
+        path.write_bytes(path.read_bytes()[:40])
+        (workdir / CHECKSUMS_FILE).unlink()
+    before = {p.name: p.read_bytes() for p in workdir.iterdir() if p.is_file()}
+    match = "is damaged" if change == "cut short" else "does not match the SHA-256"
+    with pytest.raises(ValueError, match=re.escape(f"{path} ") + match):
+        train_and_evaluate(config, str(workdir))
+    assert {p.name: p.read_bytes() for p in workdir.iterdir() if p.is_file()} == before
+
+
 def test_an_edited_metrics_line_is_refused_by_the_report_and_a_resume(trained):
     config, workdir = trained
     path = workdir / METRICS_FILE

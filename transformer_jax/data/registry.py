@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import ml_collections
 
+from transformer_jax import fields as F
 from transformer_jax.data.algorithmic_data import AlgorithmicData, algorithmic_info
 from transformer_jax.data.api import Dataset, DataSource
 from transformer_jax.data.char_lm import (
@@ -232,6 +233,8 @@ def checked_config(data_config) -> ml_collections.ConfigDict:
             f"data.data_dir={merged.data_dir!r} is empty (the data would be built in the "
             f"current directory); valid: a directory path, e.g. {DEFAULT_DATA_DIR}"
         )
+    valid = f"valid: a directory path, new or existing, e.g. {DEFAULT_DATA_DIR}"
+    F.check_directory("data.data_dir", merged.data_dir, valid)
     merged.data_dir = os.path.expanduser(merged.data_dir)
     return merged
 

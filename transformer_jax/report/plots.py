@@ -8,6 +8,7 @@ by `_save`; a figure's width grows with its longest title or label so that no te
 """
 
 import dataclasses
+import io
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,7 @@ from matplotlib.ticker import FormatStrFormatter
 
 from transformer_jax.report import stats
 from transformer_jax.report.summary import VariantSummary
+from transformer_jax.run_dir import write_bytes
 from transformer_jax.sweep_dir import RunRecord, read_curve
 
 # Inches per character of a 10 pt label, a little over the mean glyph width of the default
@@ -41,7 +43,12 @@ def _width_for(texts: Sequence[str], at_least: float, extra: float = 1.0) -> flo
 
 
 def _save(fig: Figure, path: str) -> None:
-    fig.savefig(path, dpi=120)
+    """`fig` as PNG at `path`, written as the report's other files are (run_dir.write_bytes):
+    the old figure or the new one, never half of one, and a full disk names the file
+    (matplotlib's own write names none)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    write_bytes(path, buffer.getvalue())
 
 
 def _aggregate(curves: Sequence[tuple[list[int], list[float]]]):

@@ -114,13 +114,6 @@ def checked(allow_dirty: bool, cwd: str = ".") -> CodeVersion:
     """The code version at `cwd`; a ValueError naming the changed paths when the tree has
     uncommitted changes under TRACKED_DIRS and `allow_dirty` is False."""
     version = read(cwd)
-    if version.unchecked is not None:
-        print(
-            f"warning: the dirty-tree check cannot run ({version.unchecked}); each run records "
-            f"git_commit {UNKNOWN!r} and files_sha256, the sha256 of the code's files, instead",
-            file=sys.stderr,
-            flush=True,
-        )
     if version.changed and not allow_dirty:
         shown = ", ".join(version.changed[:_SHOWN])
         more = len(version.changed) - _SHOWN
@@ -131,3 +124,16 @@ def checked(allow_dirty: bool, cwd: str = ".") -> CodeVersion:
             "--allow_dirty (each run then records the diff's sha256)"
         )
     return version
+
+
+def say_unchecked(version: CodeVersion) -> None:
+    """The one line on stderr saying why the dirty-tree check could not run, if it could not:
+    said once the launch is accepted (sweep/runner.py `locked_sweep`), so that a refused launch
+    prints its error line alone."""
+    if version.unchecked is not None:
+        print(
+            f"warning: the dirty-tree check cannot run ({version.unchecked}); each run records "
+            f"git_commit {UNKNOWN!r} and files_sha256, the sha256 of the code's files, instead",
+            file=sys.stderr,
+            flush=True,
+        )

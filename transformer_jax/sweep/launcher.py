@@ -108,37 +108,61 @@ class WorkdirLock:
         self.path = os.path.join(workdir, LOCK_FILE)
 
     def __enter__(self):
-        me = {"pid": os.getpid(), "hostname": socket.gethostname()}
-        # Runners check and take the lock one at a time under a guard file they flock (and
-        # never remove): two runners finding one stale lock would otherwise both remove it,
-        # and one would fail or remove the other's new lock.
-        with open(self.path + ".guard", "a") as guard:
-            fcntl.flock(guard, fcntl.LOCK_EX)  # released when the guard is closed
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
+        me = self._me()
+        # Runners check, take and release the lock one at a time under a guard file they flock
+        # (and never remove): two runners finding one stale lock would otherwise both remove
+        # it, and one would fail or remove the other's new lock; a lock released between
+        # another runner's failed create and its read of the file would be read as missing.
+        with self._guard():
+            while True:
+                try:
+                    fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                    break
+                except FileExistsError:
+                    pass
                 try:
                     with open(self.path) as f:
                         other = json.load(f)
+                except FileNotFoundError:
+                    continue  # released (or deleted by hand) since: take it
                 except (OSError, json.JSONDecodeError):
                     other = None  # cut short by a killed runner: written under the guard
-                stale = other is None or (
+                stale = not isinstance(other, dict) or (
                     other.get("hostname") == me["hostname"] and not _alive(other.get("pid"))
                 )
                 if not stale:
                     raise ValueError(
                         f"another sweep runner ({other}) is using this workdir; wait for it, or "
                         f"delete {self.path} if it is no longer running"
-                    ) from None
-                os.remove(self.path)  # left behind by a runner that was killed
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                    )
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(self.path)  # left behind by a runner that was killed
             with os.fdopen(fd, "w") as f:
                 json.dump(me, f)
         return self
 
     def __exit__(self, *exc):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(self.path)
+        # Under the guard, and only this runner's own lock: never one another runner took over.
+        if not os.path.isdir(os.path.dirname(self.path)):
+            return  # the workdir was removed meanwhile, the lock with it
+        with self._guard():
+            try:
+                with open(self.path) as f:
+                    holder = json.load(f)
+            except (OSError, json.JSONDecodeError):
+                return
+            if holder == self._me():
+                os.remove(self.path)
+
+    @staticmethod
+    def _me() -> dict[str, Any]:
+        return {"pid": os.getpid(), "hostname": socket.gethostname()}
+
+    @contextlib.contextmanager
+    def _guard(self):
+        with open(self.path + ".guard", "a") as guard:
+            fcntl.flock(guard, fcntl.LOCK_EX)  # released when the guard is closed
+            yield
 
 
 def _alive(pid: Any) -> bool:

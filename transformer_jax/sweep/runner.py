@@ -418,7 +418,8 @@ def locked_sweep(
     Yields (absolute workdir, config spec, run specs, code version) with the lock held, each
     spec carrying the code version its code.json records. A workdir holding another sweep is
     refused unless `replace` (sweep_dir.update_sweep_json)."""
-    code = code_version.checked(allow_dirty).to_json()
+    version = code_version.checked(allow_dirty)
+    code = version.to_json()
     workdir, config_spec, specs = plan_checked(sweep, workdir, variants, seeds, quick, main_module)
     specs = [dataclasses.replace(s, code=code) for s in specs]
     os.makedirs(workdir, exist_ok=True)
@@ -444,6 +445,7 @@ def locked_sweep(
             },
             replace=replace,
         )
+        code_version.say_unchecked(version)  # the launch is accepted: no error line follows
         # A sweep resumed from a record (a copy of a committed results/ folder): its recorded
         # runs come back as run directories, so the runs below skip them as done.
         sweep_record.unpack_missing(workdir, sweep_record.read_record(workdir))

@@ -23,6 +23,7 @@ passed as ml_collections config flags (`--config.model.attention.scale=none`).
 """
 
 import dataclasses
+import importlib.machinery
 import importlib.util
 import math
 import os
@@ -591,7 +592,10 @@ def _check_seeds(field: str, seeds: tuple) -> tuple[int, ...]:
         if not F.is_seed(seed):
             raise ValueError(f"{field} = {seeds!r} holds {seed!r}; valid seeds: {F.VALID_SEEDS}")
     if len(set(seeds)) != len(seeds):
-        raise ValueError(f"{field} = {seeds!r}: contains duplicates")
+        repeated = ", ".join(str(s) for s in sorted(set(seeds)) if seeds.count(s) > 1)
+        raise ValueError(
+            f"{field} = {seeds!r}: contains duplicates ({repeated}); valid: each seed once"
+        )
     return seeds
 
 
@@ -604,12 +608,23 @@ def load_sweep(path: str) -> Sweep:
     if not os.path.isfile(path):
         raise ValueError(f"sweep file {path!r} does not exist")
     name = "_sweep_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # The loader named: spec_from_file_location finds none for a file not ending in .py.
+    loader = importlib.machinery.SourceFileLoader(name, path)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader))
+    try:
+        loader.exec_module(module)
+    except SyntaxError as error:  # a README, a YAML file
+        raise ValueError(
+            f"sweep file {path!r} is not Python ({error.msg}, line {error.lineno}); valid: a "
+            ".py file defining get_sweep(), e.g. --sweep=experiments/quickstart.py"
+        ) from None
     get_sweep = getattr(module, "get_sweep", None)
     if not callable(get_sweep):
-        raise ValueError(f"sweep file {path!r} must define get_sweep() returning a Sweep")
+        raise ValueError(
+            f"sweep file {path!r} defines no get_sweep(); valid: a .py file defining "
+            "get_sweep() returning a Sweep, e.g. --sweep=experiments/quickstart.py (a config "
+            "file, defining get_config(), trains with python -m transformer_jax.main --config=FILE)"
+        )
     sweep = get_sweep()
     if not isinstance(sweep, Sweep):
         raise ValueError(

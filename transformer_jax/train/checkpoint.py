@@ -125,6 +125,19 @@ class _QuietUnretrievedSaveErrors(logging.Filter):
         return not (record.exc_info is not None and isinstance(record.exc_info[1], _SAVE_ERRORS))
 
 
+class _QuietReadOnlyNote(logging.Filter):
+    """Drops orbax's warning that a reader's checkpoint directory is opened read only ("Given
+    directory is read only=..."): it is how every reader (generate, the analyses) opens a run,
+    and the line came before their output, or before the one line of their error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        note = str(record.msg).startswith("Given directory is read only")
+        return not (note and record.pathname.startswith(_ORBAX_DIR))
+
+
+_READ_ONLY_NOTE = _QuietReadOnlyNote()
+
+
 class Checkpointer:
     """Saves every `every` steps into `workdir/checkpoints`, keeping the newest `keep`."""
 
@@ -152,6 +165,7 @@ class Checkpointer:
         self.fallback = fallback
         self.primary = primary
         if read_only:
+            logging.getLogger("absl").addFilter(_READ_ONLY_NOTE)  # once: a set of filters
             options = ocp.CheckpointManagerOptions(
                 read_only=True,
                 create=False,

@@ -120,17 +120,22 @@ class RunHost:
 
     def check_resume(self, tokenizer, *, hold_ended: bool = False) -> None:
         """Refuses (ValueError) data whose tokenizer is not the run's (the same ids would mean
-        other text), then any config change a resume may not make; reads, never writes.
+        other text), then any config change a resume may not make, then a summary.json whose
+        bytes are not those its checksums.json records, or that is damaged; reads, never
+        writes.
 
         `hold_ended` (a member of a group): a run whose summary.json is final ("finished" or
         "diverged") and that the resume changes nothing in has ended; it is held (`held`):
         not opened, trained or written again, its summary as it was."""
         self._has_tokenizer = tokenizers.check_stored_tokenizer(self.workdir, tokenizer)
         self._changes = resume_changes(self.workdir, self.resolved)
-        if hold_ended and not self._changes:
-            summary = run_dir.read_summary(self.workdir)
-            if summary is not None and summary.status in run_dir.FINAL_STATUSES:
-                self.ended = summary
+        # Read by every resume, not only a group's: a summary edited, swapped with another
+        # run's or cut short is refused by name, never overwritten by the re-evaluated one
+        # (which would hide that the record was changed).
+        summary = run_dir.read_summary(self.workdir)
+        ended = summary is not None and summary.status in run_dir.FINAL_STATUSES
+        if hold_ended and not self._changes and ended:
+            self.ended = summary
 
     @property
     def held(self) -> bool:

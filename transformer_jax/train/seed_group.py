@@ -96,7 +96,8 @@ def check_seeds(seeds: Sequence[int]) -> list[int]:
             raise ValueError(f"--seeds={shown} holds {seed!r}; valid seeds: {F.VALID_SEEDS}")
     if len(set(seeds)) != len(seeds):
         shown = ",".join(map(str, seeds))
-        raise ValueError(f"--seeds={shown} repeats a seed; each seed trains once")
+        repeated = ", ".join(str(s) for s in sorted(set(seeds)) if seeds.count(s) > 1)
+        raise ValueError(f"--seeds={shown} repeats a seed ({repeated}); valid: each seed once")
     return seeds
 
 
