@@ -33,6 +33,7 @@ from transformer_jax import defaults, run_dir
 from transformer_jax.config import TrainConfig
 from transformer_jax.report.report import write_report
 from transformer_jax.sweep import Sweep, run_sweep
+from transformer_jax.train import seed_group
 from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.logger import MetricsLogger
 from transformer_jax.train.restore import load_run
@@ -119,9 +120,9 @@ def assert_same_metrics(group, reference):
         assert read_metrics(group / name) == read_metrics(reference / name)
 
 
-def test_each_seed_of_a_group_matches_its_solo_run(tmp_path, capsys):
+def test_each_seed_of_a_group_matches_its_solo_run(tmp_path, capsys, monkeypatch):
     """Seq2seq with dropout; the second seed of the group against its solo run, and every seed
-    directory a complete run of its own."""
+    directory a complete run of its own; rerun, the finished group is left as it is."""
     config = copy_config(tmp_path / "tfds")
     summaries = train_seed_group(config, str(tmp_path / "group"), SEEDS)
     assert [s.status for s in summaries] == ["finished", "finished"]
@@ -154,6 +155,15 @@ def test_each_seed_of_a_group_matches_its_solo_run(tmp_path, capsys):
         train_seed_group(config, str(tmp_path / "solo"), SEEDS)
     assert sorted(p.name for p in group.iterdir()) == files
     assert not (tmp_path / "solo" / "seed_0").exists()
+    # Rerun, the finished group builds no program and writes nothing: each seed's summary back.
+    before = {p: p.read_bytes() for p in group.rglob("*") if p.is_file()}
+    monkeypatch.setattr(seed_group.GroupProgram, "__init__", _refuse_to_build)
+    assert train_seed_group(config, str(group), SEEDS) == summaries
+    assert {p: p.read_bytes() for p in group.rglob("*") if p.is_file()} == before
+
+
+def _refuse_to_build(*args, **kwargs):
+    raise AssertionError("a program was built for a group that ended before")
 
 
 @pytest.mark.slow

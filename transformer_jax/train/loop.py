@@ -150,6 +150,10 @@ def train_runs(
             for run in runs:
                 run.unclaim()
             raise
+        if all(run.held for run in runs):  # A group that ended before: nothing to build.
+            for run in runs:
+                print(f"{run_dir.shown(run.workdir)} ended before ({run.ended.status}).")
+            return [run.ended for run in runs]
         program = make_program(parallel, seeds, phases)
         if group is not None:
             group.attach(program)
