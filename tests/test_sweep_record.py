@@ -123,6 +123,34 @@ def test_the_record_of_a_run_trained_in_a_temporary_workdir_names_no_temporary_p
     assert stored["data"]["data_dir"] == str(other / "tfds")
 
 
+def test_a_run_recorded_after_its_sweep_directory_moved_names_the_old_place_as_its_workdir(
+    tmp_path,
+):
+    """Runs trained in /old/place (an absolute --workdir), their directory copied elsewhere
+    before the record is written: the commands' old paths are `<workdir>` too, and come back
+    as the new place; a relative --workdir is left as it is."""
+    variant, seed = "learned/confirm/lr-0.02", 14
+    run = tmp_path / "sweep" / variant / f"seed_{seed}"
+    run.mkdir(parents=True)
+    lines = [
+        "JAX_COMPILATION_CACHE_DIR=/old/place/.compile_cache python -m transformer_jax.main "
+        f"--workdir=/old/place/{variant}/seed_{seed} --config.seed={seed}",
+        f"python -m transformer_jax.main --workdir=runs/x/{variant}/seed_{seed}",
+    ]
+    for line, expected in zip(lines, ("/old/place", None), strict=True):
+        (run / "command.txt").write_text(f"# sweep run\n{line}\n")
+        assert sweep_record.trained_in(str(run), variant, seed) == expected
+    (run / "command.txt").write_text(f"# sweep run\n{lines[0]}\n")
+    item = sweep_record.entry(str(run), variant, seed, "finished", str(tmp_path / "sweep"))
+    assert "/old/place" not in item["files"]["command.txt"]
+    assert f"--workdir=<workdir>/{variant}/seed_{seed}" in item["files"]["command.txt"]
+    sweep_record.unpack(
+        item, str(tmp_path / "new" / variant / f"seed_{seed}"), str(tmp_path / "new")
+    )
+    back = (tmp_path / "new" / variant / f"seed_{seed}" / "command.txt").read_text()
+    assert f"{tmp_path / 'new'}/.compile_cache" in back
+
+
 def test_a_bad_record_line_names_file_and_line(tmp_path):
     (tmp_path / "runs.jsonl").write_text('{"variant": "a", "seed": 0, "status": "done"}\n')
     with pytest.raises(ValueError, match=r"runs.jsonl:1: not a run of the record"):

@@ -113,8 +113,12 @@ def _kept(name: str) -> bool:
 
 def entry(path: str, variant: str, seed: int, status: str, workdir: str) -> Entry:
     """The record line of the run directory `path` of (variant, seed), ended with `status`, in
-    the sweep directory `workdir`; the machine's paths written as placeholders (`places`)."""
+    the sweep directory `workdir`; the machine's paths written as placeholders (`places`), the
+    sweep directory the run trained in among them when that was elsewhere (`trained_in`)."""
     known = places(workdir)
+    earlier = trained_in(path, variant, seed)
+    if earlier is not None:
+        known = sorted({*known, ("<workdir>", earlier)}, key=lambda p: (-len(p[1]), p[0]))
     files = {}
     for parent, dirs, names in os.walk(path):
         dirs[:] = sorted(d for d in dirs if _kept(d))
@@ -126,6 +130,21 @@ def entry(path: str, variant: str, seed: int, status: str, workdir: str) -> Entr
                 text = scrub(content.decode("utf-8"), known)
                 files[os.path.relpath(full, path).replace(os.sep, "/")] = text
     return {"variant": variant, "seed": seed, "status": status, "files": files}
+
+
+def trained_in(path: str, variant: str, seed: int) -> str | None:
+    """The absolute sweep directory that the run at `path` trained in, as its command.txt
+    names it (`--workdir=<that>/<variant>/seed_<seed>`); None when it names a relative one or
+    none. A sweep directory copied or moved after its runs trained still has their commands
+    name the old place, which is a machine's path too."""
+    try:
+        with open(os.path.join(path, "command.txt"), encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    suffix = re.escape(f"/{variant}/seed_{seed}")
+    found = re.findall(r"--workdir=(/[^\s'\"]*?)" + suffix + r"(?![\w.-])", text)
+    return found[-1].rstrip(os.sep) if found else None
 
 
 def record_path(workdir: str) -> str:
