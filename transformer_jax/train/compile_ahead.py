@@ -52,7 +52,7 @@ class CompileAhead:
     def __init__(self, runs, program):
         tasks, seen = [], set()
         for run in runs:
-            if run.held or run.ended is not None:
+            if run.ended is not None:  # held in its lane, or ended at its first step
                 continue
             for item in run.evaluators:
                 for fn, batch in getattr(item.evaluator, "ahead", list)():
