@@ -34,8 +34,10 @@ def train(workdir, seed, lr=float(args.get("config.train.learning_rate", "0.001"
     }
     summary = {"status": "finished", "step": 10, "metrics": metrics, "num_params": 100,
                "tokens_per_sec": 50.0, "wall_time_s": 0.3, "error": None}
-    with open(os.path.join(workdir, "summary.json"), "w") as f:
+    # Whole or absent, as the trainer writes it: the job-launcher test polls while jobs run.
+    with open(os.path.join(workdir, "summary.json.tmp"), "w") as f:
         json.dump(summary, f)
+    os.replace(os.path.join(workdir, "summary.json.tmp"), os.path.join(workdir, "summary.json"))
 
 
 if "runs" in args:  # a run group: each run's own seed and learning rate
